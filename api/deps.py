@@ -1,0 +1,64 @@
+"""Dependencies as Annotated aliases: services, actor, read-your-writes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Query, Request, Response
+
+from api.bootstrap import Services
+from api.errors import ApiError
+
+READ_WAIT_S = 5.0
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_actor(request: Request) -> str:
+    """Who caused an event: the API key's holder, or an anonymous local client."""
+    return "api-key" if request.app.state.services.settings.api_key else "anonymous"
+
+
+ActorDep = Annotated[str, Depends(get_actor)]
+
+
+def wait_min_position(
+    services: ServicesDep,
+    min_position: Annotated[int | None, Query(alias="minPosition", ge=0)] = None,
+    header_position: Annotated[int | None, Header(alias="x-tachograph-min-position", ge=0)] = None,
+) -> None:
+    """Hold a read until the projections have processed the requested position (≤ 5 s)."""
+    wanted = max(min_position or 0, header_position or 0)
+    if wanted and not services.runner.wait_for(wanted, READ_WAIT_S):
+        raise ApiError(
+            503,
+            "projection_lagging",
+            f"Read models have not reached position {wanted} within {READ_WAIT_S:g} s; retry.",
+            position=services.runner.position,
+        )
+
+
+Consistent = Annotated[None, Depends(wait_min_position)]
+
+
+def committed(services: Services, response: Response, position: int | None) -> int:
+    """Wait for a command's own position in the read models and put it in the header."""
+    if position is None:
+        # A no-op command appended nothing; report the log position it observed.
+        position = services.runner.position
+    elif not services.runner.wait_for(position, READ_WAIT_S):
+        raise ApiError(
+            503,
+            "projection_lagging",
+            f"The command was recorded at position {position}, but read models lag; "
+            "read again with minPosition.",
+            position=position,
+        )
+    response.headers["x-tachograph-position"] = str(position)
+    return position

@@ -1,0 +1,99 @@
+"""ASGI middleware: body size cap and API-key authentication for /api/*."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+async def _send_error(send: Send, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": code, "message": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimitMiddleware:
+    """Reject bodies over 1 MiB with 413, by header or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await _send_error(send, 413, "payload_too_large", self._message())
+            return
+        # Read the body up front (at most the cap plus one chunk) so an oversized
+        # chunked upload is refused before any route sees a byte of it.
+        chunks: list[bytes] = []
+        received = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, receive, send)  # disconnect: let the app see it
+                return
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_bytes:
+                await _send_error(send, 413, "payload_too_large", self._message())
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _message(self) -> str:
+        return f"The request body exceeds {self.max_bytes // 1024} KiB; send less."
+
+
+class ApiKeyMiddleware:
+    """When a key is configured, /api/* requires header x-tachograph-key (constant-time)."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.key = api_key.encode() if api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.key is not None and scope["type"] == "http" and _protected(scope["path"]):
+            given = dict(scope["headers"]).get(b"x-tachograph-key", b"")
+            if not hmac.compare_digest(given, self.key):
+                await _send_error(
+                    send, 401, "unauthorized", "Missing or wrong x-tachograph-key header."
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+def _protected(path: str) -> bool:
+    return path.startswith("/api/") or path == "/api"
+
+
+def actor_of(scope: dict[str, Any], api_key_set: bool) -> str:
+    """Label of who made a request: the API key's holder or an anonymous local client."""
+    return "api-key" if api_key_set else "anonymous"

@@ -1,0 +1,80 @@
+"""Auditor routes: one aggregate's stream, time travel, the whole ordered log."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from fastapi import APIRouter, Header, Query
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, Response
+
+from api.deps import ServicesDep
+from domain.base import TachographAggregate
+from domain.errors import NotFound
+from infra.log_reader import event_record, read_events, read_stream
+
+router = APIRouter(prefix="/api", tags=["auditors"])
+
+
+@router.get("/streams/{aggregate_id}")
+def stream(aggregate_id: UUID, services: ServicesDep) -> dict[str, Any]:
+    """Every event of one aggregate, oldest first, with log positions."""
+    notifications = read_stream(services.app, aggregate_id)
+    if not notifications:
+        raise NotFound(f"No aggregate {aggregate_id} in the log.")
+    events = [event_record(services.app, n) for n in notifications]
+    for e in events:
+        del e["aggregateId"]
+    return jsonable_encoder(
+        {"aggregateId": str(aggregate_id), "type": events[0]["type"].split(".")[0], "events": events}
+    )
+
+
+@router.get("/streams/{aggregate_id}/state")
+def state_at(
+    aggregate_id: UUID,
+    services: ServicesDep,
+    version: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    """The aggregate's state at a version (time travel); the latest when version is omitted."""
+    try:
+        aggregate = services.app.repository.get(aggregate_id, version=version)
+    except AggregateNotFoundError:
+        raise NotFound(f"No aggregate {aggregate_id} in the log.") from None
+    if version is not None and aggregate.version < version:
+        raise NotFound(
+            f"Aggregate {aggregate_id} has {aggregate.version} versions; {version} does not exist."
+        )
+    state = aggregate.state_dict() if isinstance(aggregate, TachographAggregate) else {}
+    return jsonable_encoder(
+        {
+            "aggregateId": str(aggregate_id),
+            "type": type(aggregate).__name__,
+            "version": aggregate.version,
+            "at": aggregate.modified_on,
+            "state": state,
+        }
+    )
+
+
+@router.get("/events", response_model=None)
+def events(
+    services: ServicesDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 500,
+    type: Annotated[str | None, Query(max_length=200)] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response | dict[str, Any]:
+    """The ordered log after a position; NDJSON with Accept: application/x-ndjson."""
+    types = [t for t in (type or "").split(",") if t]
+    page = read_events(services.app, after, limit, types)
+    records = jsonable_encoder([event_record(services.app, n) for n in page])
+    next_position = page[-1].id if len(page) == limit else None
+    if accept and "application/x-ndjson" in accept:
+        body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        headers = {"x-tachograph-next": str(next_position) if next_position else ""}
+        return Response(body, media_type="application/x-ndjson", headers=headers)
+    return JSONResponse({"events": records, "next": next_position})

@@ -1,0 +1,32 @@
+"""Operations routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from api.deps import ServicesDep
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/api/health", response_model=None)
+def health(services: ServicesDep) -> JSONResponse:
+    """Liveness and lag: 503 with the same body when the database is unreachable."""
+    body: dict[str, Any] = {"status": "ok", "database": "ok"}
+    try:
+        head = services.app.recorder.max_notification_id() or 0
+        positions = services.runner.positions()
+    except Exception:  # noqa: BLE001 - any failure to reach the store means unavailable
+        head, positions = None, {}
+        body["status"] = "unavailable"
+        body["database"] = "unreachable"
+    body["projections"] = {
+        name: {"position": pos, "lag": max(head - pos, 0) if head is not None else None}
+        for name, pos in positions.items()
+    }
+    body["scheduler"] = services.scheduler.state
+    body["executor"] = "command" if services.settings.task_command else "none"
+    return JSONResponse(body, status_code=200 if head is not None else 503)

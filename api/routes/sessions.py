@@ -1,0 +1,101 @@
+"""Session routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Response
+
+from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.errors import ApiError
+from api.schemas import SessionCreate, SessionSave, SessionUpdate, Slug
+from api.bootstrap import Services
+from domain.errors import NotFound, RevisionConflict
+from projections.sessions import get_session, list_sessions
+
+router = APIRouter(prefix="/api/sessions", tags=["sessions"])
+
+
+def read_session(services: Services, session_id: UUID) -> dict[str, Any]:
+    row = get_session(services.store, str(session_id), services.settings.no_signal_grace_s)
+    if row is None:
+        raise NotFound(f"Session {session_id} does not exist.")
+    return row
+
+
+@router.post("", status_code=201)
+def create_session(
+    body: SessionCreate, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Create a session in a workspace."""
+    recorded = services.app.create_session(body.workspaceId, body.title, actor)
+    committed(services, response, recorded.position)
+    return read_session(services, recorded.aggregate_id)
+
+
+@router.get("")
+def sessions(
+    services: ServicesDep,
+    _: Consistent,
+    archived: bool = False,
+    workspace_id: Annotated[Slug | None, Query(alias="workspaceId")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+) -> dict[str, Any]:
+    """Session rows without messages, newest first."""
+    rows = list_sessions(
+        services.store,
+        archived=archived,
+        workspace=workspace_id,
+        limit=limit,
+        grace_s=services.settings.no_signal_grace_s,
+    )
+    return {"items": rows}
+
+
+@router.get("/{session_id}")
+def session(session_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+    """One session with its messages."""
+    return read_session(services, session_id)
+
+
+@router.put("/{session_id}")
+def save_session(
+    session_id: UUID, body: SessionSave, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Save the client-owned message list at the current revision."""
+    try:
+        recorded = services.app.save_session_messages(
+            session_id, body.revision, body.messages, actor
+        )
+    except RevisionConflict as exc:
+        # Show the winner: wait until the read model holds everything in the log so far.
+        services.runner.wait_for(services.app.recorder.max_notification_id() or 0, 5.0)
+        raise ApiError(
+            409, exc.code, exc.message, session=read_session(services, session_id)
+        ) from None
+    committed(services, response, recorded.position)
+    return read_session(services, session_id)
+
+
+@router.patch("/{session_id}")
+def update_session(
+    session_id: UUID, body: SessionUpdate, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Rename (locks the title), archive or restore."""
+    recorded = services.app.update_session(
+        session_id, actor, title=body.title, archived=body.archived
+    )
+    committed(services, response, recorded.position)
+    return read_session(services, session_id)
+
+
+@router.delete("/{session_id}", status_code=204)
+def delete_session(
+    session_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+) -> Response:
+    """Delete the session and its hook audit from every read model."""
+    position = services.delete_session(session_id, actor)
+    committed(services, response, position)
+    response.status_code = 204
+    return response

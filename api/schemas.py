@@ -1,0 +1,42 @@
+"""Wire DTOs: strict request bodies (unknown fields are a 422)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkspaceCreate(Strict):
+    id: Slug
+    path: Annotated[str, Field(min_length=1, max_length=1024)]
+    selfUpdate: bool = False
+
+
+class WorkspaceUpdate(Strict):
+    selfUpdate: bool
+
+
+class SessionCreate(Strict):
+    workspaceId: Slug
+    title: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+class SessionUpdate(Strict):
+    title: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    archived: bool | None = None
+
+
+class SessionSave(Strict):
+    revision: Annotated[int, Field(ge=0)]
+    messages: list[Any]
+
+
+class Items(BaseModel):
+    items: list[dict[str, Any]]

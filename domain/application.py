@@ -1,0 +1,166 @@
+"""The one eventsourcing Application: every aggregate, one totally ordered notification log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError
+
+from domain.errors import AlreadyExists, NotFound, RevisionConflict
+from domain.ids import workspace_id
+from domain.session import Session
+from domain.workspace import DEFAULT_WORKSPACE, Workspace
+
+A = TypeVar("A", bound=Aggregate)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a command appended: the aggregate it touched and its last log position."""
+
+    aggregate_id: UUID
+    position: int | None  # None when the command was a no-op (nothing appended)
+
+
+class Tachograph(Application[UUID]):
+    """Command side: takes primitives, appends events, returns log positions."""
+
+    name = "Tachograph"
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        super().__init__(env)
+        # Called after every commit so in-process followers wake at once, not on a poll.
+        self.on_commit: Callable[[int], None] = lambda position: None
+
+    def record(self, *aggregates: Aggregate) -> int | None:
+        """Save pending events in one transaction; return the last log position."""
+        recordings = self.save(*aggregates)
+        if not recordings:
+            return None
+        position = recordings[-1].notification.id
+        self.on_commit(position)
+        return position
+
+    def load(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
+        """Get an aggregate of the given type, or raise NotFound."""
+        try:
+            aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            raise NotFound(f"{what} {aggregate_id} does not exist.") from None
+        if not isinstance(aggregate, cls):
+            raise NotFound(f"{what} {aggregate_id} does not exist.")
+        return aggregate
+
+    # Workspaces
+
+    def register_workspace(
+        self, slug: str, path: str, self_update: bool, actor: str
+    ) -> tuple[Recorded, bool]:
+        """Register a workspace; a repeat with the same path returns the original."""
+        existing = self._find_workspace(slug)
+        if existing is not None:
+            if existing.path != path:
+                raise AlreadyExists(
+                    f"Workspace {slug!r} is already registered with another path."
+                )
+            return Recorded(existing.id, None), False
+        workspace = Workspace(slug=slug, path=path, self_update=self_update, actor=actor)
+        try:
+            return Recorded(workspace.id, self.record(workspace)), True
+        except IntegrityError:
+            # A concurrent create won: the duplicate is a no-op, as with any deterministic ID.
+            return self.register_workspace(slug, path, self_update, actor)
+
+    def ensure_default_workspace(self, root: str) -> None:
+        """The default workspace (the root itself) always exists."""
+        self.register_workspace(DEFAULT_WORKSPACE, root, False, "system")
+
+    def set_workspace_self_update(self, slug: str, enabled: bool, actor: str) -> Recorded:
+        """Turn self-update on or off for a workspace."""
+        workspace = self.get_workspace(slug)
+        workspace.set_self_update(enabled, actor)
+        return Recorded(workspace.id, self.record(workspace))
+
+    def get_workspace(self, slug: str) -> Workspace:
+        """The workspace with this slug, or NotFound."""
+        workspace = self._find_workspace(slug)
+        if workspace is None:
+            raise NotFound(f"Workspace {slug!r} does not exist.")
+        return workspace
+
+    def _find_workspace(self, slug: str) -> Workspace | None:
+        try:
+            workspace = self.repository.get(workspace_id(slug))
+        except AggregateNotFoundError:
+            return None
+        assert isinstance(workspace, Workspace)
+        return workspace
+
+    # Sessions
+
+    def create_session(
+        self,
+        workspace: str,
+        title: str | None,
+        actor: str,
+        *,
+        agent: str | None = None,
+        agent_session_id: str | None = None,
+        session_id: UUID | None = None,
+    ) -> Recorded:
+        """Start a session in an existing workspace."""
+        self.get_workspace(workspace)
+        session = Session(
+            workspace=workspace,
+            title=title,
+            agent=agent,
+            agent_session_id=agent_session_id,
+            actor=actor,
+            session_id=session_id,
+        )
+        return Recorded(session.id, self.record(session))
+
+    def get_session(self, session_id: UUID) -> Session:
+        """A live session, or NotFound (deleted sessions are gone)."""
+        session = self.load(Session, session_id, "Session")
+        if session.deleted:
+            raise NotFound(f"Session {session_id} was deleted.")
+        return session
+
+    def update_session(
+        self, session_id: UUID, actor: str, *, title: str | None, archived: bool | None
+    ) -> Recorded:
+        """Rename (locking the title), archive or restore, in one transaction."""
+        session = self.get_session(session_id)
+        if title is not None:
+            session.rename(title, actor)
+        if archived is True:
+            session.archive(actor)
+        elif archived is False:
+            session.restore(actor)
+        return Recorded(session.id, self.record(session))
+
+    def save_session_messages(
+        self, session_id: UUID, revision: int, messages: list[Any], actor: str
+    ) -> Recorded:
+        """Save the message list; a stale revision (also a lost race) is a RevisionConflict."""
+        session = self.get_session(session_id)
+        session.save_messages(revision, messages, actor)
+        try:
+            return Recorded(session.id, self.record(session))
+        except IntegrityError:
+            raise RevisionConflict(
+                f"Revision {revision} was saved concurrently by another client. "
+                "Reload the session and apply your change again."
+            ) from None
+
+    def delete_session(self, session_id: UUID, actor: str) -> Recorded:
+        """Delete one session (its events stay in the log)."""
+        session = self.get_session(session_id)
+        session.delete(actor)
+        return Recorded(session.id, self.record(session))

@@ -1,0 +1,101 @@
+"""Session: one conversation of an agent (or a person) in a workspace."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from eventsourcing.domain import event
+
+from domain.base import TachographAggregate
+from domain.errors import NotFound, RevisionConflict
+
+
+class Session(TachographAggregate):
+    """A session; its messages are client-owned and saved with optimistic revisions."""
+
+    TOPIC = "Session"
+
+    @staticmethod
+    def create_id(session_id: UUID | None = None, **_: Any) -> UUID:
+        return session_id or uuid4()
+
+    @event("Created", topic="Session.Created")
+    def __init__(
+        self,
+        workspace: str,
+        title: str | None,
+        agent: str | None,
+        agent_session_id: str | None,
+        actor: str,
+        session_id: UUID | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.title = title
+        self.title_locked = title is not None
+        self.agent = agent
+        self.agent_session_id = agent_session_id
+        self.archived = False
+        self.deleted = False
+        self.revision = 0
+        self.messages: list[Any] = []
+
+    def rename(self, title: str, actor: str) -> None:
+        """Set the title and lock it against hook-derived titles."""
+        self._guard_live("renamed")
+        if title != self.title or not self.title_locked:
+            self._renamed(title, actor)
+
+    @event("Renamed", topic="Session.Renamed")
+    def _renamed(self, title: str, actor: str) -> None:
+        self.title = title
+        self.title_locked = True
+
+    def archive(self, actor: str) -> None:
+        """Move the session to the archive (idempotent)."""
+        self._guard_live("archived")
+        if not self.archived:
+            self._archived(actor)
+
+    @event("Archived", topic="Session.Archived")
+    def _archived(self, actor: str) -> None:
+        self.archived = True
+
+    def restore(self, actor: str) -> None:
+        """Bring an archived session back (idempotent)."""
+        self._guard_live("restored")
+        if self.archived:
+            self._restored(actor)
+
+    @event("Restored", topic="Session.Restored")
+    def _restored(self, actor: str) -> None:
+        self.archived = False
+
+    def save_messages(self, revision: int, messages: list[Any], actor: str) -> None:
+        """Replace the message list when the caller saw the current revision."""
+        self._guard_live("saved")
+        if revision != self.revision:
+            raise RevisionConflict(
+                f"Revision {revision} is stale; the session is at revision {self.revision}. "
+                "Reload it and apply your change again."
+            )
+        self._messages_saved(self.revision + 1, messages, actor)
+
+    @event("MessagesSaved", topic="Session.MessagesSaved")
+    def _messages_saved(self, revision: int, messages: list[Any], actor: str) -> None:
+        self.revision = revision
+        self.messages = messages
+
+    def delete(self, actor: str) -> None:
+        """Delete the session from every read model; its events stay in the log."""
+        self._guard_live("deleted")
+        self._deleted(actor)
+
+    @event("Deleted", topic="Session.Deleted")
+    def _deleted(self, actor: str) -> None:
+        self.deleted = True
+
+    def _guard_live(self, requested: str) -> None:
+        if self.deleted:
+            # A deleted session is gone for every client: same answer as never existing.
+            raise NotFound(f"Session {self.id} was deleted; it cannot be {requested}.")

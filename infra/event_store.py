@@ -1,0 +1,68 @@
+"""Event-store configuration: the same Application on SQLite (default) or PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+
+from domain.application import Tachograph
+from infra.settings import Settings
+
+# Any constant works; it only has to be the same in every process sharing the database.
+_SCHEMA_LOCK_KEY = 0x7AC0_6BA9
+
+
+def application_env(settings: Settings) -> dict[str, str]:
+    """eventsourcing environment for the configured store."""
+    url = settings.database_url
+    if url is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(settings.sqlite_path),
+            "SQLITE_LOCK_TIMEOUT": "5",
+        }
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": url.dbname,
+        "POSTGRES_HOST": url.host,
+        "POSTGRES_PORT": str(url.port),
+        "POSTGRES_USER": url.user,
+        "POSTGRES_PASSWORD": url.password,
+        "POSTGRES_SCHEMA": settings.database_schema,
+        "POSTGRES_CONNECT_TIMEOUT": "5",
+        "POSTGRES_LOCK_TIMEOUT": "5",
+        "POSTGRES_POOL_SIZE": "5",
+        "POSTGRES_MAX_OVERFLOW": "10",
+        "POSTGRES_MAX_WAITING": "64",
+        "POSTGRES_PRE_PING": "y",
+        # Off on purpose: the DB function skips the table lock and lets followers miss events.
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+    }
+
+
+@contextmanager
+def schema_lock(settings: Settings) -> Iterator[None]:
+    """Serialise schema creation across processes (PostgreSQL DDL races on pg_type otherwise)."""
+    url = settings.database_url
+    if url is None:
+        yield
+        return
+    with psycopg.connect(url.conninfo(), autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        try:
+            conn.execute(
+                psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    psycopg.sql.Identifier(settings.database_schema)
+                )
+            )
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
+
+
+def open_application(settings: Settings) -> Tachograph:
+    """Construct the Application, creating its tables idempotently."""
+    return Tachograph(env=application_env(settings))

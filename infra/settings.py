@@ -1,0 +1,224 @@
+"""Settings from the environment: one object, parsed once, every error naming its variable."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+class SettingsError(ValueError):
+    """A missing or malformed setting; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class DatabaseURL:
+    """Parsed TACHOGRAPH_DATABASE_URL."""
+
+    host: str
+    port: int
+    dbname: str
+    user: str
+    password: str
+
+    def conninfo(self) -> str:
+        """libpq keyword string for psycopg."""
+        parts = {
+            "host": self.host,
+            "port": str(self.port),
+            "dbname": self.dbname,
+            "user": self.user,
+            "password": self.password,
+        }
+        return " ".join(f"{k}='{v}'" for k, v in parts.items() if v)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable; tests build their own instead of touching os.environ."""
+
+    data_dir: Path = Path("data")
+    database_url: DatabaseURL | None = None
+    database_schema: str = "public"
+    api_key: str | None = None
+    hooks_json: str | None = None
+    hook_allowed_hosts: frozenset[str] = frozenset()
+    hook_allow_insecure_loopback: bool = False
+    redacted_tools: frozenset[str] = frozenset({"storeSecret", "recallSecret", "updateSecret"})
+    workspace_root: Path = Path("workspace")
+    task_command: tuple[str, ...] | None = None
+    task_concurrency: int = 2
+    task_timeout_s: float = 1800.0
+    timezone: str = "UTC"
+    no_signal_grace_s: float = 120.0
+    coder_hook_secret: str | None = None
+    coder_hook_url: str | None = None
+    coder_hook_issuer: str | None = None
+    coder_hook_timeout_ms: int = 1500
+    reflector: str = "rules"
+    log_signing_key: str | None = None
+    url: str = "http://127.0.0.1:8000"
+    # Secrets named by hook handlers' secretEnv, captured at start-up.
+    secrets: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "tachograph.sqlite"
+
+    @property
+    def readmodel_sqlite_path(self) -> Path:
+        # Read models live in their own file so projection writes never hold the
+        # event log's single SQLite write lock against the ingest path.
+        return self.data_dir / "readmodels.sqlite"
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Parse settings; raise SettingsError naming the first bad variable."""
+        env = os.environ if environ is None else environ
+        get = _Reader(env)
+        hooks_json = get.str("TACHOGRAPH_HOOKS")
+        secrets = {name: env[name] for name in _secret_envs(hooks_json) if name in env}
+        return cls(
+            data_dir=Path(get.str("TACHOGRAPH_DATA_DIR") or "data"),
+            database_url=get.database_url("TACHOGRAPH_DATABASE_URL"),
+            database_schema=get.identifier("TACHOGRAPH_DATABASE_SCHEMA") or "public",
+            api_key=get.str("TACHOGRAPH_API_KEY"),
+            hooks_json=hooks_json,
+            hook_allowed_hosts=frozenset(get.csv("TACHOGRAPH_HOOK_ALLOWED_HOSTS")),
+            hook_allow_insecure_loopback=get.flag("TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK"),
+            redacted_tools=frozenset(
+                get.csv("TACHOGRAPH_REDACTED_TOOLS", "storeSecret,recallSecret,updateSecret")
+            ),
+            workspace_root=Path(get.str("TACHOGRAPH_WORKSPACE_ROOT") or "workspace"),
+            task_command=get.argv("TACHOGRAPH_TASK_COMMAND"),
+            task_concurrency=int(get.number("TACHOGRAPH_TASK_CONCURRENCY", 2, 1, 64, int)),
+            task_timeout_s=get.number("TACHOGRAPH_TASK_TIMEOUT_S", 1800, 1, 7 * 86400, float),
+            timezone=get.timezone("TACHOGRAPH_TIMEZONE"),
+            no_signal_grace_s=get.number("TACHOGRAPH_NO_SIGNAL_GRACE_S", 120, 0, 86400, float),
+            coder_hook_secret=get.secret("TACHOGRAPH_CODER_HOOK_SECRET", min_bytes=32),
+            coder_hook_url=get.str("TACHOGRAPH_CODER_HOOK_URL"),
+            coder_hook_issuer=get.str("TACHOGRAPH_CODER_HOOK_ISSUER"),
+            coder_hook_timeout_ms=int(
+                get.number("TACHOGRAPH_CODER_HOOK_TIMEOUT_MS", 1500, 100, 60000, int)
+            ),
+            reflector=get.str("TACHOGRAPH_REFLECTOR") or "rules",
+            log_signing_key=get.str("TACHOGRAPH_LOG_SIGNING_KEY"),
+            url=get.str("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
+            secrets=secrets,
+        )
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+
+    def str(self, name: str) -> str | None:
+        value = self.env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def csv(self, name: str, default: str = "") -> list[str]:
+        raw = self.env.get(name, default)
+        return [part.strip() for part in raw.split(",") if part.strip()]
+
+    def flag(self, name: str) -> bool:
+        raw = (self.env.get(name) or "0").strip().lower()
+        if raw in ("1", "true", "yes"):
+            return True
+        if raw in ("0", "false", "no", ""):
+            return False
+        raise SettingsError(f"{name}: expected 1 or 0, got {raw!r}")
+
+    def number(self, name: str, default: float, lo: float, hi: float, kind: type) -> float:
+        raw = self.str(name)
+        if raw is None:
+            return default
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise SettingsError(f"{name}: expected a number, got {raw!r}") from None
+        if not lo <= value <= hi:
+            raise SettingsError(f"{name}: must be between {lo:g} and {hi:g}, got {raw}")
+        return float(value)
+
+    def identifier(self, name: str) -> str | None:
+        raw = self.str(name)
+        if raw is not None and not raw.replace("_", "a").isalnum():
+            raise SettingsError(f"{name}: must be letters, digits and underscores, got {raw!r}")
+        return raw
+
+    def timezone(self, name: str) -> str:
+        raw = self.str(name) or "UTC"
+        try:
+            ZoneInfo(raw)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SettingsError(f"{name}: unknown timezone {raw!r}") from None
+        return raw
+
+    def secret(self, name: str, *, min_bytes: int) -> str | None:
+        raw = self.env.get(name)
+        if raw is None or raw == "":
+            return None
+        if len(raw.encode()) < min_bytes:
+            raise SettingsError(f"{name}: must be at least {min_bytes} bytes long")
+        return raw
+
+    def argv(self, name: str) -> tuple[str, ...] | None:
+        raw = self.str(name)
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            raise SettingsError(f"{name}: must be a JSON array of strings") from None
+        if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+            raise SettingsError(f"{name}: must be a non-empty JSON array of strings")
+        return tuple(value)
+
+    def database_url(self, name: str) -> DatabaseURL | None:
+        raw = self.str(name)
+        if raw is None:
+            return None
+        try:
+            parts = urlsplit(raw)
+            port = parts.port or 5432
+        except ValueError:
+            raise SettingsError(f"{name}: not a valid URL") from None
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise SettingsError(f"{name}: must start with postgresql://")
+        dbname = parts.path.lstrip("/")
+        if not parts.hostname or not dbname:
+            raise SettingsError(f"{name}: must name a host and a database")
+        return DatabaseURL(
+            host=parts.hostname,
+            port=port,
+            dbname=unquote(dbname),
+            user=unquote(parts.username or "postgres"),
+            password=unquote(parts.password or ""),
+        )
+
+
+def _secret_envs(hooks_json: str | None) -> list[str]:
+    """Names of the env vars hook handlers sign with (validation happens in hook config)."""
+    if not hooks_json:
+        return []
+    try:
+        doc = json.loads(hooks_json)
+        return [
+            h["secretEnv"]
+            for handlers in doc.get("hooks", {}).values()
+            for h in handlers
+            if isinstance(h, dict) and isinstance(h.get("secretEnv"), str)
+        ]
+    except (json.JSONDecodeError, AttributeError, TypeError):
+        return []

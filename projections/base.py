@@ -1,0 +1,85 @@
+"""Projection framework: handlers per event type, table names that can be redirected for rebuilds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, ClassVar, TypeVar
+from uuid import UUID
+
+from projections.store import Cursor
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One decoded notification: what every projection handler receives."""
+
+    position: int
+    aggregate_id: UUID
+    version: int
+    type: str
+    data: dict[str, Any]
+
+    @property
+    def at(self) -> str:
+        return iso(self.data["timestamp"])
+
+
+def iso(value: datetime | None) -> str | None:  # type: ignore[misc]
+    """Fixed-width ISO-8601 UTC, so strings sort like times in both stores."""
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def handles(*types: str) -> Callable[[F], F]:
+    """Mark a method as the handler of the given event types."""
+
+    def mark(fn: F) -> F:
+        fn._handles = types  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+class Projection:
+    """A read model: its tables (DDL with `{t}` for the table name) and its handlers."""
+
+    name: ClassVar[str]
+    tables: ClassVar[dict[str, list[str]]]
+    _dispatch: ClassVar[dict[str, str]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dispatch: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, fn in vars(klass).items():
+                for event_type in getattr(fn, "_handles", ()):
+                    dispatch[event_type] = attr
+        cls._dispatch = dispatch
+
+    def __init__(self, prefix: str = "rm_") -> None:
+        # Live tables are rm_<name>; a rebuild writes the same projection into other names.
+        self.prefix = prefix
+        self.t = {logical: prefix + logical for logical in self.tables}
+
+    def ddl(self) -> list[str]:
+        """CREATE statements for this projection's tables (idempotent)."""
+        return [
+            stmt.format(t=self.t[logical], p=self.prefix)
+            for logical, stmts in self.tables.items()
+            for stmt in stmts
+        ]
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(self._dispatch)
+
+    def apply(self, cur: Cursor, envelope: Envelope) -> None:
+        """Apply one event, ignoring types this projection does not read."""
+        method = self._dispatch.get(envelope.type)
+        if method is not None:
+            getattr(self, method)(cur, envelope)

@@ -1,0 +1,14 @@
+"""Every live projection, in the order the runner applies them."""
+
+from __future__ import annotations
+
+from projections.base import Projection
+from projections.sessions import SessionsProjection
+from projections.workspaces import WorkspacesProjection
+
+PROJECTION_TYPES: tuple[type[Projection], ...] = (WorkspacesProjection, SessionsProjection)
+
+
+def all_projections(prefix: str = "rm_") -> list[Projection]:
+    """Fresh instances of every projection writing to tables with this prefix."""
+    return [cls(prefix) for cls in PROJECTION_TYPES]

@@ -1,0 +1,215 @@
+"""Follows the notification log and applies it to read models, exactly once, in batches.
+
+Rows and tracking positions are written in one transaction. The tracking rows are
+locked (SQLite: the write lock; PostgreSQL: FOR UPDATE) and re-read inside that
+transaction, so several runners (replicas, workers) can follow one log safely:
+an event already applied by another process is skipped, never applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from eventsourcing.persistence import Notification
+
+from domain.application import Tachograph
+from projections.base import Envelope, Projection
+from projections.store import Cursor, ReadStore
+
+log = logging.getLogger(__name__)
+
+TRACKING_DDL = (
+    "CREATE TABLE IF NOT EXISTS projection_tracking "
+    "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
+)
+
+
+def decode(app: Tachograph, notification: Notification) -> Envelope:
+    """Decode a stored notification into an Envelope (no aggregate reconstruction)."""
+    data = app.mapper.transcoder.decode(notification.state)
+    return Envelope(
+        position=notification.id,
+        aggregate_id=notification.originator_id,  # type: ignore[arg-type]
+        version=notification.originator_version,
+        type=notification.topic,
+        data=data,
+    )
+
+
+def ensure_tracking_row(cur: Cursor, name: str, *, reset: bool = False) -> None:
+    """Create a tracking row at position 0 (or move it back there for a rebuild)."""
+    action = "UPDATE SET position = 0" if reset else "NOTHING"
+    cur.execute(
+        f"INSERT INTO projection_tracking (name, position) VALUES (?, 0) "
+        f"ON CONFLICT (name) DO {action}",
+        (name,),
+    )
+
+
+def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
+    """Create read-model and tracking tables (idempotent)."""
+    with store.transaction() as cur:
+        cur.execute(TRACKING_DDL)
+        for projection in projections:
+            for stmt in projection.ddl():
+                cur.execute(stmt)
+            ensure_tracking_row(cur, projection.name)
+
+
+def apply_batch(
+    store: ReadStore,
+    projections: Sequence[Projection],
+    envelopes: Sequence[Envelope],
+    tracking_names: dict[str, str] | None = None,
+) -> dict[str, int]:
+    """Apply envelopes beyond each projection's tracked position; one transaction."""
+    names = tracking_names or {p.name: p.name for p in projections}
+    lock = " FOR UPDATE" if store.dialect == "postgres" else ""
+    with store.transaction() as cur:
+        placeholders = ",".join("?" * len(names))
+        cur.execute(
+            f"SELECT name, position FROM projection_tracking "
+            f"WHERE name IN ({placeholders}){lock}",
+            list(names.values()),
+        )
+        tracked = {row["name"]: int(row["position"]) for row in cur.fetchall()}
+        positions = {p.name: tracked[names[p.name]] for p in projections}
+        last = envelopes[-1].position if envelopes else 0
+        for envelope in envelopes:
+            for projection in projections:
+                if envelope.position > positions[projection.name]:
+                    projection.apply(cur, envelope)
+        for projection in projections:
+            if last > positions[projection.name]:
+                cur.execute(
+                    "UPDATE projection_tracking SET position = ? WHERE name = ?",
+                    (last, names[projection.name]),
+                )
+                positions[projection.name] = last
+    return positions
+
+
+class ProjectionRunner:
+    """A thread applying the log to every live projection; waiters get woken per commit."""
+
+    def __init__(
+        self,
+        app: Tachograph,
+        store: ReadStore,
+        projections: Sequence[Projection],
+        *,
+        batch_size: int = 500,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.projections = list(projections)
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self._cond = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._position = 0
+        self.last_error: str | None = None
+
+    @property
+    def position(self) -> int:
+        """Lowest position every live projection has processed."""
+        return self._position
+
+    def positions(self) -> dict[str, int]:
+        """Tracked position per projection, read from the store."""
+        rows = self.store.query("SELECT name, position FROM projection_tracking")
+        wanted = {p.name for p in self.projections}
+        return {r["name"]: int(r["position"]) for r in rows if r["name"] in wanted}
+
+    def start(self) -> None:
+        """Start following the log in a daemon thread (idempotent)."""
+        if self._thread is not None:
+            return
+        self._advance(min(self.positions().values(), default=0))
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._loop, name="projections", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the batch in progress commits."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def wake(self, position: int | None = None) -> None:
+        """Tell the runner the log grew (called right after an in-process commit)."""
+        self._wake.set()
+
+    def run_once(self) -> int:
+        """Apply one batch; return the number of notifications read."""
+        notifications = self.app.recorder.select_notifications(
+            start=self._position, limit=self.batch_size, inclusive_of_start=False
+        )
+        if not notifications:
+            # Another process may have applied events past ours; pick its position up.
+            self._advance(min(self.positions().values(), default=0))
+            return 0
+        envelopes = [decode(self.app, n) for n in notifications]
+        positions = apply_batch(self.store, self.projections, envelopes)
+        self._advance(min(positions.values(), default=0))
+        return len(notifications)
+
+    def catch_up(self) -> None:
+        """Apply everything in the log now (used at start and by tests)."""
+        self._advance(min(self.positions().values(), default=0))
+        while self.run_once():
+            pass
+
+    def wait_for(self, position: int, timeout: float) -> bool:
+        """Block until every live projection has processed `position`."""
+        if self._position >= position:
+            return True
+        deadline = time.monotonic() + timeout
+        self._wake.set()
+        with self._cond:
+            while self._position < position:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def _advance(self, position: int) -> None:
+        with self._cond:
+            if position > self._position:
+                self._position = position
+                self._cond.notify_all()
+
+    def _loop(self) -> None:
+        backoff = 0.05
+        while not self._stopping.is_set():
+            try:
+                read = self.run_once()
+                self.last_error = None
+                backoff = 0.05
+            except Exception as exc:  # noqa: BLE001 - the runner must outlive faults
+                # Never skip: an event that cannot be applied stalls the runner (health
+                # shows the lag) and is retried, because skipping would corrupt read models.
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("projection batch failed; retrying")
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if read < self.batch_size:
+                self._wake.wait(self.poll_interval)
+                self._wake.clear()
+
+
+def projection_names(projections: Iterable[Projection]) -> list[str]:
+    return [p.name for p in projections]
+
+

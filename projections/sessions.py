@@ -1,0 +1,151 @@
+"""Sessions read model: list rows, messages kept apart so lists never carry them."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from projections.base import Envelope, Projection, handles
+from projections.store import Cursor, ReadStore
+
+SESSION_COLUMNS = (
+    "id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, title TEXT, "
+    "title_locked BOOLEAN NOT NULL, summary TEXT, agent_session_id TEXT, agent TEXT, "
+    "status TEXT, first_signal_at TEXT, last_signal_at TEXT, archived_at TEXT, "
+    "revision INTEGER NOT NULL, position BIGINT NOT NULL, "
+    "created_at TEXT NOT NULL, updated_at TEXT NOT NULL"
+)
+
+
+class SessionsProjection(Projection):
+    name = "sessions"
+    tables = {
+        "sessions": [
+            "CREATE TABLE IF NOT EXISTS {t} (" + SESSION_COLUMNS + ")",
+            "CREATE INDEX IF NOT EXISTS {t}_ws ON {t} (workspace_id, position)",
+        ],
+        "session_messages": [
+            "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, messages TEXT NOT NULL)"
+        ],
+    }
+
+    @handles("Session.Created")
+    def created(self, cur: Cursor, e: Envelope) -> None:
+        d = e.data
+        cur.execute(
+            f"INSERT INTO {self.t['sessions']} (id, workspace_id, title, title_locked, "
+            "agent_session_id, agent, revision, position, created_at, updated_at) "
+            "VALUES (?,?,?,?,?,?,0,?,?,?)",
+            (
+                str(e.aggregate_id),
+                d["workspace"],
+                d["title"],
+                d["title"] is not None,
+                d["agent_session_id"],
+                d["agent"],
+                e.position,
+                e.at,
+                e.at,
+            ),
+        )
+        cur.execute(
+            f"INSERT INTO {self.t['session_messages']} (id, messages) VALUES (?, '[]')",
+            (str(e.aggregate_id),),
+        )
+
+    @handles("Session.Renamed")
+    def renamed(self, cur: Cursor, e: Envelope) -> None:
+        self._update(cur, e, title=e.data["title"], title_locked=True)
+
+    @handles("Session.Archived")
+    def archived(self, cur: Cursor, e: Envelope) -> None:
+        self._update(cur, e, archived_at=e.at)
+
+    @handles("Session.Restored")
+    def restored(self, cur: Cursor, e: Envelope) -> None:
+        self._update(cur, e, archived_at=None)
+
+    @handles("Session.MessagesSaved")
+    def messages_saved(self, cur: Cursor, e: Envelope) -> None:
+        self._update(cur, e, revision=e.data["revision"])
+        cur.execute(
+            f"UPDATE {self.t['session_messages']} SET messages = ? WHERE id = ?",
+            (json.dumps(e.data["messages"], separators=(",", ":")), str(e.aggregate_id)),
+        )
+
+    @handles("Session.Deleted")
+    def deleted(self, cur: Cursor, e: Envelope) -> None:
+        for table in ("sessions", "session_messages"):
+            cur.execute(f"DELETE FROM {self.t[table]} WHERE id = ?", (str(e.aggregate_id),))
+
+    def _update(self, cur: Cursor, e: Envelope, **columns: Any) -> None:
+        columns["updated_at"] = e.at
+        assignments = ", ".join(f"{c} = ?" for c in columns)
+        cur.execute(
+            f"UPDATE {self.t['sessions']} SET {assignments} WHERE id = ?",
+            (*columns.values(), str(e.aggregate_id)),
+        )
+
+
+def session_row(r: dict[str, Any], grace_s: float, now: datetime | None = None) -> dict[str, Any]:
+    """Wire shape of a session row; `no_signal` is derived at read time from the grace."""
+    status = r["status"]
+    if status is None:
+        now = now or datetime.now(timezone.utc)
+        silent_since = datetime.strptime(r["created_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=timezone.utc
+        )
+        status = "no_signal" if now - silent_since > timedelta(seconds=grace_s) else "idle"
+    return {
+        "id": r["id"],
+        "workspaceId": r["workspace_id"],
+        "title": r["title"],
+        "titleLocked": bool(r["title_locked"]),
+        "summary": r["summary"],
+        "agentSessionId": r["agent_session_id"],
+        "agent": r["agent"],
+        "status": status,
+        "firstSignalAt": r["first_signal_at"],
+        "lastSignalAt": r["last_signal_at"],
+        "archivedAt": r["archived_at"],
+        "revision": int(r["revision"]),
+        "createdAt": r["created_at"],
+        "updatedAt": r["updated_at"],
+    }
+
+
+def list_sessions(
+    store: ReadStore, *, archived: bool, workspace: str | None, limit: int, grace_s: float
+) -> list[dict[str, Any]]:
+    """Session rows without messages, newest first."""
+    sql = "SELECT * FROM rm_sessions WHERE (archived_at IS NOT NULL) = ?"
+    params: list[Any] = [archived]
+    if workspace is not None:
+        sql += " AND workspace_id = ?"
+        params.append(workspace)
+    sql += " ORDER BY position DESC LIMIT ?"
+    params.append(limit)
+    return [session_row(r, grace_s) for r in store.query(sql, params)]
+
+
+def session_ids_of_workspace(store: ReadStore, workspace: str) -> list[str]:
+    """Every active and archived session of a workspace."""
+    rows = store.query("SELECT id FROM rm_sessions WHERE workspace_id = ?", (workspace,))
+    return [r["id"] for r in rows]
+
+
+def get_session(store: ReadStore, session_id: str, grace_s: float) -> dict[str, Any] | None:
+    """One session with its messages, or None."""
+    row = store.query_one(
+        "SELECT s.*, m.messages FROM rm_sessions s JOIN rm_session_messages m ON m.id = s.id "
+        "WHERE s.id = ?",
+        (session_id,),
+    )
+    if row is None:
+        return None
+    result = session_row(row, grace_s)
+    result["messages"] = json.loads(row["messages"])
+    return result
+
+

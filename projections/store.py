@@ -1,0 +1,194 @@
+"""Read-model storage: one small SQL surface over SQLite and PostgreSQL.
+
+SQL is written once with `?` placeholders; the PostgreSQL adapter rewrites them.
+Rows come back as dicts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+
+class StoreUnavailable(Exception):
+    """The read-model database cannot be reached."""
+
+
+class Cursor(ABC):
+    """A cursor inside one read-model transaction."""
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+
+    @abstractmethod
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    @abstractmethod
+    def fetchone(self) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def fetchall(self) -> list[dict[str, Any]]: ...
+
+    @property
+    @abstractmethod
+    def rowcount(self) -> int: ...
+
+
+class ReadStore(ABC):
+    """Read-model database."""
+
+    dialect: str
+
+    @abstractmethod
+    def transaction(self, *, write: bool = True) -> Any:
+        """Context manager yielding a Cursor; commits on success."""
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Run one read query."""
+        with self.transaction(write=False) as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    def query_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class _SQLiteCursor(Cursor):
+    def __init__(self, cur: sqlite3.Cursor) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._cur.execute(sql, tuple(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._cur.executemany(sql, rows)
+
+    def fetchone(self) -> dict[str, Any] | None:
+        row = self._cur.fetchone()
+        return dict(row) if row is not None else None
+
+    def fetchall(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._cur.fetchall()]
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+
+class SQLiteReadStore(ReadStore):
+    """Read models in their own SQLite file, one connection per thread."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=10, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield _SQLiteCursor(conn.cursor())
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class _PGCursor(Cursor):
+    def __init__(self, cur: psycopg.Cursor[dict[str, Any]]) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._cur.execute(_pg(sql), tuple(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._cur.executemany(_pg(sql), rows)
+
+    def fetchone(self) -> dict[str, Any] | None:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[dict[str, Any]]:
+        return self._cur.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+
+_PG_SQL_CACHE: dict[str, str] = {}
+
+
+def _pg(sql: str) -> str:
+    converted = _PG_SQL_CACHE.get(sql)
+    if converted is None:
+        converted = sql.replace("%", "%%").replace("?", "%s")
+        _PG_SQL_CACHE[sql] = converted
+    return converted
+
+
+class PostgresReadStore(ReadStore):
+    """Read models in the configured PostgreSQL schema, through a psycopg pool."""
+
+    dialect = "postgres"
+
+    def __init__(self, conninfo: str, schema: str, *, max_size: int = 10) -> None:
+        self.schema = schema
+        self.pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max_size,
+            kwargs={
+                "row_factory": dict_row,
+                "options": f"-c search_path={schema} -c lock_timeout=5000",
+                "connect_timeout": 5,
+            },
+            timeout=5,
+            check=ConnectionPool.check_connection,
+            open=True,
+        )
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield _PGCursor(cur)
+
+    def close(self) -> None:
+        self.pool.close()
