@@ -9,9 +9,6 @@ from fastapi import Depends, Header, Query, Request, Response
 from api.bootstrap import Services
 from api.errors import ApiError
 
-READ_WAIT_S = 5.0
-
-
 def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
@@ -35,11 +32,12 @@ def wait_min_position(
 ) -> None:
     """Hold a read until the projections have processed the requested position (≤ 5 s)."""
     wanted = max(min_position or 0, header_position or 0)
-    if wanted and not services.runner.wait_for(wanted, READ_WAIT_S):
+    limit = services.settings.read_wait_s
+    if wanted and not services.runner.wait_for(wanted, limit):
         raise ApiError(
             503,
             "projection_lagging",
-            f"Read models have not reached position {wanted} within {READ_WAIT_S:g} s; retry.",
+            f"Read models have not reached position {wanted} within {limit:g} s; retry.",
             position=services.runner.position,
         )
 
@@ -52,7 +50,7 @@ def committed(services: Services, response: Response, position: int | None) -> i
     if position is None:
         # A no-op command appended nothing; report the log position it observed.
         position = services.runner.position
-    elif not services.runner.wait_for(position, READ_WAIT_S):
+    elif not services.runner.wait_for(position, services.settings.read_wait_s):
         raise ApiError(
             503,
             "projection_lagging",

@@ -63,6 +63,8 @@ class Settings:
     reflector: str = "rules"
     log_signing_key: str | None = None
     url: str = "http://127.0.0.1:8000"
+    # How long a read (or a command) waits for the read models to reach a position.
+    read_wait_s: float = 5.0
     # Secrets named by hook handlers' secretEnv, captured at start-up.
     secrets: Mapping[str, str] = field(default_factory=dict)
 

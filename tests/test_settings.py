@@ -1,0 +1,65 @@
+"""Settings: parsed once from the environment; a bad value names its variable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from infra.settings import Settings, SettingsError
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.database_url is None
+    assert str(settings.data_dir) == "data"
+    assert settings.redacted_tools == {"storeSecret", "recallSecret", "updateSecret"}
+    assert settings.task_concurrency == 2 and settings.timezone == "UTC"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TACHOGRAPH_DATABASE_URL", "mysql://x/y"),
+        ("TACHOGRAPH_DATABASE_URL", "postgresql://host-only"),
+        ("TACHOGRAPH_TASK_CONCURRENCY", "many"),
+        ("TACHOGRAPH_TASK_CONCURRENCY", "0"),
+        ("TACHOGRAPH_TASK_TIMEOUT_S", "-5"),
+        ("TACHOGRAPH_TIMEZONE", "Mars/Olympus"),
+        ("TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK", "maybe"),
+        ("TACHOGRAPH_TASK_COMMAND", "claude -p"),
+        ("TACHOGRAPH_TASK_COMMAND", "[]"),
+        ("TACHOGRAPH_CODER_HOOK_SECRET", "short"),
+        ("TACHOGRAPH_NO_SIGNAL_GRACE_S", "soon"),
+        ("TACHOGRAPH_DATABASE_SCHEMA", "bad-name;drop"),
+    ],
+)
+def test_malformed_value_names_the_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as excinfo:
+        Settings.from_env({name: value})
+    assert str(excinfo.value).startswith(f"{name}:")
+
+
+def test_database_url_is_parsed() -> None:
+    url = Settings.from_env(
+        {"TACHOGRAPH_DATABASE_URL": "postgresql://u:p%40ss@db.internal:6543/prod"}
+    ).database_url
+    assert url is not None
+    assert (url.host, url.port, url.dbname, url.user, url.password) == (
+        "db.internal", 6543, "prod", "u", "p@ss"
+    )
+
+
+def test_cli_refuses_to_start_with_one_line_naming_the_variable(tmp_path: object) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve"],
+        env={"TACHOGRAPH_TASK_CONCURRENCY": "lots", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "TACHOGRAPH_TASK_CONCURRENCY" in lines[0]
