@@ -25,9 +25,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from infra.logs import configure_logging
 
+    import signal
+
     settings = _settings()
     configure_logging()
     app = create_app(settings)
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
+    # previous handler; a no-op one lets a clean shutdown end with exit status 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
 

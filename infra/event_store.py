@@ -32,7 +32,9 @@ def application_env(settings: Settings) -> dict[str, str]:
         "POSTGRES_USER": url.user,
         "POSTGRES_PASSWORD": url.password,
         "POSTGRES_SCHEMA": settings.database_schema,
-        "POSTGRES_CONNECT_TIMEOUT": "5",
+        "APPLICATION_RECORDER_TOPIC": "infra.pg_recorder:FastFailPostgresApplicationRecorder",
+        # Also the pool's wait for a free connection: bounds a request during an outage.
+        "POSTGRES_CONNECT_TIMEOUT": "2",
         "POSTGRES_LOCK_TIMEOUT": "5",
         "POSTGRES_POOL_SIZE": "5",
         "POSTGRES_MAX_OVERFLOW": "10",

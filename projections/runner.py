@@ -199,8 +199,10 @@ class ProjectionRunner:
             except Exception as exc:  # noqa: BLE001 - the runner must outlive faults
                 # Never skip: an event that cannot be applied stalls the runner (health
                 # shows the lag) and is retried, because skipping would corrupt read models.
+                first = self.last_error is None
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("projection batch failed; retrying")
+                # Full traceback once per fault, not on every retry of an outage.
+                log.warning("projection batch failed; retrying: %s", self.last_error, exc_info=first)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue

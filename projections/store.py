@@ -178,9 +178,9 @@ class PostgresReadStore(ReadStore):
             kwargs={
                 "row_factory": dict_row,
                 "options": f"-c search_path={schema} -c lock_timeout=5000",
-                "connect_timeout": 5,
+                "connect_timeout": 2,
             },
-            timeout=5,
+            timeout=2,
             check=ConnectionPool.check_connection,
             open=True,
         )

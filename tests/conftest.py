@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +13,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.bootstrap import Services, build_services
 from infra.settings import DatabaseURL, Settings
+from tests.support import PG_URL
 
-PG_URL = os.environ.get(
-    "TACHOGRAPH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 STORES = ["sqlite", "postgres"]
 
 
@@ -46,18 +43,6 @@ def settings(store_kind: str, tmp_path: Path) -> Iterator[Settings]:
     yield base.with_(database_url=url, database_schema=schema)
     with psycopg.connect(url.conninfo(), autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def env_for(settings: Settings) -> dict[str, str]:
-    """Environment variables that make a child process use the same stores."""
-    env = {
-        "TACHOGRAPH_DATA_DIR": str(settings.data_dir),
-        "TACHOGRAPH_WORKSPACE_ROOT": str(settings.workspace_root),
-    }
-    if settings.database_url is not None:
-        env["TACHOGRAPH_DATABASE_URL"] = PG_URL
-        env["TACHOGRAPH_DATABASE_SCHEMA"] = settings.database_schema
-    return env
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from infra.settings import Settings
-from tests.conftest import env_for
+from tests.support import env_for
 
 
 def make_session(client: TestClient) -> str:
@@ -78,7 +78,7 @@ def test_export_writes_the_log_as_ndjson(client: TestClient, settings: Settings,
     out = tmp_path / "log.ndjson"
     result = subprocess.run(
         [sys.executable, "-m", "api.cli", "export", "--out", str(out), "--after", "1"],
-        env={**env_for(settings), "PATH": "/usr/bin:/bin"},
+        env=env_for(settings),
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,0 +1,96 @@
+"""Helpers for tests that start real `tachograph` processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from infra.settings import Settings
+
+PG_URL = os.environ.get(
+    "TACHOGRAPH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def env_for(settings: Settings) -> dict[str, str]:
+    """Environment that makes a child process use the same stores as `settings`."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TACHOGRAPH_DATA_DIR": str(settings.data_dir),
+        "TACHOGRAPH_WORKSPACE_ROOT": str(settings.workspace_root),
+    }
+    if settings.database_url is not None:
+        env["TACHOGRAPH_DATABASE_URL"] = PG_URL
+        env["TACHOGRAPH_DATABASE_SCHEMA"] = settings.database_schema
+    if settings.api_key:
+        env["TACHOGRAPH_API_KEY"] = settings.api_key
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Proc:
+    """A `tachograph` child process with its output captured to a file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._out = log.open("ab")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", *args],
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+
+    def signal(self, sig: int) -> None:
+        self.popen.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.popen.wait(timeout)
+        finally:
+            self._out.close()
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+        self.wait(10)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class Server(Proc):
+    """`tachograph serve` on a free loopback port."""
+
+    def __init__(self, settings: Settings, log: Path, extra_env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(
+            ["serve", "--port", str(self.port)], {**env_for(settings), **(extra_env or {})}, log
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"serve exited early:\n{self.output()}")
+            try:
+                if httpx.get(self.url + "/api/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"serve not ready:\n{self.output()}")
