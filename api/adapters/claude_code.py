@@ -1,0 +1,272 @@
+"""Claude Code adapter: hook payloads to ingest fields, decisions to hook answers (§6.5).
+
+Stdlib only: the command-hook client (`api.hook_command`) imports this module and must stay
+lean, so nothing here may import fastapi, httpx, pydantic or eventsourcing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Required, TypedDict, cast
+
+AGENT: Final = "claude-code"
+
+NORMALISED_EVENTS: Final[tuple[str, ...]] = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "SubagentStart",
+    "SubagentStop",
+    "Stop",
+    "StopFailure",
+    "PreCompact",
+    "PostCompact",
+    "Notification",
+    "SessionEnd",
+)
+
+# §6.1: the events whose handlers may change the agent's course (closed by default).
+GATE_EVENTS: Final = frozenset({"UserPromptSubmit", "SubagentStart", "PreToolUse", "Stop"})
+
+DECISION_OUTCOMES: Final = frozenset({"pass", "deny", "modify", "continue"})
+DENY_REASON: Final = "Denied by Tachograph policy."
+
+_TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+
+# Claude Code reads hookSpecificOutput.additionalContext only on these events (hooks
+# reference, per-event "decision control"); elsewhere it is not part of the answer schema.
+_CONTEXT_EVENTS: Final = frozenset(
+    {
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "SubagentStart",
+        "Notification",
+    }
+)
+
+# Events whose answer is the top-level {"decision": "block", "reason": ...}.
+_BLOCK_EVENTS: Final = frozenset(
+    {"UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SubagentStop", "PreCompact"}
+)
+
+# On these, "block" means "do not stop yet": Tachograph's `continue` (and a closed-failure
+# `deny`, "the turn may not complete", §6.2) are expressed exactly.
+_CONTINUE_EVENTS: Final = frozenset({"Stop", "SubagentStop"})
+
+# Claude field -> (ingest field, accepted type). A value of another type is not trusted in a
+# typed ingest field; it is kept in `detail` instead, so nothing is lost and nothing fails.
+_MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
+    "session_id": ("agentSessionId", str),
+    "prompt_id": ("turnId", str),
+    "tool_name": ("toolName", str),
+    "tool_use_id": ("toolCallId", str),
+    "tool_input": ("toolInput", dict),
+    "tool_response": ("toolResponse", object),
+    "prompt": ("prompt", str),
+    "last_assistant_message": ("lastAssistantMessage", str),
+    "agent_id": ("subagentId", str),
+    "model": ("model", str),
+}
+
+_SNAKE_JOINT: Final = re.compile(r"(?<=[A-Za-z0-9])_([A-Za-z0-9])")
+
+
+class ClaudePayloadError(ValueError):
+    """The request body is not a Claude Code hook payload (not an object, no event name)."""
+
+
+class IngestFields(TypedDict, total=False):
+    """The §6.3 ingest body produced by an agent adapter; absent fields are omitted."""
+
+    event: Required[str]
+    eventId: str
+    turnId: str
+    agent: str
+    agentSessionId: str
+    toolName: str
+    toolCallId: str
+    toolInput: dict[str, Any]
+    toolResponse: Any
+    prompt: str
+    lastAssistantMessage: str
+    subagentId: str
+    model: str
+    detail: dict[str, Any]
+
+
+def to_camel(name: str) -> str:
+    """Return a snake_case field name in camelCase (other names unchanged)."""
+    return _SNAKE_JOINT.sub(lambda m: m.group(1).upper(), name)
+
+
+def split_fields(
+    source: Mapping[str, Any], table: Mapping[str, tuple[str, type]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split agent fields into typed ingest fields (per `table`) and camelCased detail."""
+    mapped: dict[str, Any] = {}
+    detail: dict[str, Any] = {}
+    for key, value in source.items():
+        target = table.get(key)
+        if target is not None and value is not None and isinstance(value, target[1]):
+            mapped[target[0]] = value
+        else:
+            # First writer wins when `foo_bar` and `fooBar` both arrive.
+            detail.setdefault(to_camel(key), value)
+    return mapped, detail
+
+
+def claude_payload_to_ingest(payload: object) -> IngestFields:
+    """Map Claude Code's hook JSON to the §6.3 ingest fields; never fails on field content."""
+    if not isinstance(payload, dict):
+        raise ClaudePayloadError("a Claude Code hook body must be a JSON object")
+    event = payload.get("hook_event_name")
+    if not isinstance(event, str) or not event:
+        raise ClaudePayloadError("a Claude Code hook body needs a non-empty hook_event_name")
+    body = {k: v for k, v in payload.items() if k != "hook_event_name"}
+    mapped, detail = split_fields(body, _MAPPED_FIELDS)
+    fields = cast(IngestFields, {"event": event, "agent": AGENT, **mapped, "detail": detail})
+    event_id = _event_id(event, fields)
+    if event_id is not None:
+        fields["eventId"] = event_id
+    return fields
+
+
+def _event_id(event: str, fields: IngestFields) -> str | None:
+    """Return an idempotency key only for events Claude Code identifies uniquely."""
+    # Claude Code sends no event id. A tool call's tool_use_id is issued by the model API and
+    # is unique, and each tool event fires once per call, so (session, event, tool_use_id)
+    # names exactly one real event: a redelivery of it (a client retry, the same hook
+    # configured twice) gets the stored decision instead of a second dispatch. No other
+    # event carries anything unique: two identical Stop payloads can be two real stops
+    # (after a `continue`), so they get no eventId and are never collapsed. (A deferred call
+    # resumed with `claude -p --resume` asks PreToolUse again under the same id; Tachograph
+    # never defers, so answering with the stored decision is right there too.)
+    tool_call_id = fields.get("toolCallId")
+    if event not in _TOOL_EVENTS or not tool_call_id:
+        return None
+    return f"{AGENT}:{fields.get('agentSessionId', '')}:{event}:{tool_call_id}"
+
+
+def decision_to_claude(
+    event: str, decision: Mapping[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """Map a combined decision to Claude Code's hook answer, plus an audit note if degraded."""
+    outcome = decision.get("outcome", "pass")
+    notes: list[str] = []
+    if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
+        notes.append(f"unknown outcome {outcome!r} treated as deny")
+        outcome = "deny"
+    reason = _optional_text(decision.get("reason"))
+    replacement = decision.get("replacement")
+    if event == "PreToolUse":
+        answer = _pre_tool_use_answer(outcome, reason, replacement, notes)
+    elif outcome == "pass":
+        answer = {}
+    elif event in _BLOCK_EVENTS:
+        answer = _block_answer(event, outcome, reason, replacement, notes)
+    elif event == "SubagentStart":
+        answer = _stop_claude_answer(event, outcome, reason, replacement, notes)
+    else:
+        notes.append(f"{event} has no decision control in Claude Code; {outcome} answered as pass")
+        answer = {}
+    _add_context(event, answer, _optional_text(decision.get("additionalContext")), notes)
+    return answer, "; ".join(notes) or None
+
+
+def _pre_tool_use_answer(
+    outcome: str, reason: str | None, replacement: object, notes: list[str]
+) -> dict[str, Any]:
+    """Build a PreToolUse answer: permissionDecision deny, or allow with updatedInput."""
+    if outcome == "pass":
+        return {}
+    output: dict[str, Any] = {"hookEventName": "PreToolUse"}
+    if outcome == "modify" and isinstance(replacement, dict):
+        output["permissionDecision"] = "allow"
+        output["updatedInput"] = replacement
+        if reason:
+            output["permissionDecisionReason"] = reason
+        return {"hookSpecificOutput": output}
+    if outcome == "modify":
+        notes.append("PreToolUse modify without a JSON object replacement answered as deny")
+    elif outcome == "continue":
+        notes.append("PreToolUse continue is not an outcome of this event; answered as deny")
+    output["permissionDecision"] = "deny"
+    output["permissionDecisionReason"] = reason or DENY_REASON
+    return {"hookSpecificOutput": output}
+
+
+def _block_answer(
+    event: str, outcome: str, reason: str | None, replacement: object, notes: list[str]
+) -> dict[str, Any]:
+    """Build a top-level block answer (prompt rejected, feedback, or keep working)."""
+    if outcome == "modify":
+        # No rewrite field exists on these events: blocking is the safe side, and the
+        # replacement travels in the reason so the user (or Claude) can act on it.
+        notes.append(
+            f"{event} modify is not expressible in Claude Code; "
+            "answered block with the replacement in the reason"
+        )
+        return {"decision": "block", "reason": _rewrite_reason(event, reason, replacement)}
+    if outcome == "continue" and event not in _CONTINUE_EVENTS:
+        notes.append(f"{event} continue is not an outcome of this event; answered as block")
+    if event in _CONTINUE_EVENTS:
+        default = "Tachograph policy asks to keep working before stopping."
+    else:
+        default = "Blocked by Tachograph policy."
+    return {"decision": "block", "reason": reason or default}
+
+
+def _stop_claude_answer(
+    event: str, outcome: str, reason: str | None, replacement: object, notes: list[str]
+) -> dict[str, Any]:
+    """Stop Claude entirely: the only enforcement an event without decision control has."""
+    # SubagentStart cannot block subagent creation; the universal `continue: false` is the
+    # only answer that still keeps the denied (or un-rewritable) subagent from working.
+    notes.append(
+        f"{event} {outcome} is not expressible in Claude Code; answered continue=false "
+        "(stops Claude) with the reason in stopReason"
+    )
+    if outcome == "modify":
+        stop_reason = _rewrite_reason(event, reason, replacement)
+    else:
+        stop_reason = reason or "Stopped by Tachograph policy."
+    return {"continue": False, "stopReason": stop_reason}
+
+
+def _rewrite_reason(event: str, reason: str | None, replacement: object) -> str:
+    """Explain a rewrite Claude Code cannot apply, carrying the replacement text."""
+    text = replacement if isinstance(replacement, str) else json.dumps(replacement)
+    what = "prompt" if event == "UserPromptSubmit" else "input"
+    lead = f"{reason}\n\n" if reason else ""
+    return (
+        f"{lead}Tachograph policy rewrote this {what}, which Claude Code cannot apply here, "
+        f"so it was blocked. Replacement {what}:\n{text}"
+    )
+
+
+def _add_context(event: str, answer: dict[str, Any], context: str | None, notes: list[str]) -> None:
+    """Place additionalContext where this event accepts it, or record that it was dropped."""
+    if not context:
+        return
+    if event in _CONTEXT_EVENTS:
+        output = answer.setdefault("hookSpecificOutput", {"hookEventName": event})
+        output["additionalContext"] = context
+    elif answer.get("decision") == "block":
+        # The block reason is shown to Claude, so the context still reaches it.
+        answer["reason"] = f"{answer['reason']}\n\n{context}"
+    else:
+        notes.append(f"additionalContext dropped: Claude Code does not accept it on {event}")
+
+
+def _optional_text(value: object) -> str | None:
+    """Return a decision text field as a string, or None when absent or empty."""
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else json.dumps(value)

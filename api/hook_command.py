@@ -1,0 +1,200 @@
+"""Command-hook client: `tachograph hook claude [<Event>] [--fail-closed]` (§6.5).
+
+Claude Code spawns this once per hook, on the hot path of every tool call, so it imports
+the stdlib only (checked by a test) and it never breaks the agent: any delivery failure
+exits 0, prints nothing (or a deny for gate events when fail-closed) and logs one line.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Final
+
+from api.adapters.claude_code import GATE_EVENTS, decision_to_claude
+
+DEFAULT_URL: Final = "http://127.0.0.1:8000"
+DEFAULT_DATA_DIR: Final = "./data"
+DEFAULT_TIMEOUT_S: Final = 10.0
+HOOK_PATH: Final = "/hooks/claude"
+LOG_FILE_NAME: Final = "hooks.log"
+MAX_ANSWER_BYTES: Final = 1024 * 1024
+FAIL_CLOSED_REASON: Final = (
+    "Tachograph could not be reached and this hook is fail-closed, so the action is denied."
+)
+USAGE: Final = "usage: tachograph hook claude [<Event>] [--fail-closed]"
+
+# Header -> environment variable; a header is sent only when its variable is set.
+_FORWARDED_ENV: Final = (
+    ("x-tachograph-key", "TACHOGRAPH_API_KEY"),
+    ("x-tachograph-session-id", "TACHOGRAPH_SESSION_ID"),
+    ("x-tachograph-workspace", "TACHOGRAPH_WORKSPACE"),
+)
+
+
+class DeliveryError(Exception):
+    """The hook was not delivered, or the server's answer was unusable."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: the API key must only ever go to the configured server."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        """Return no follow-up request, so a 3xx surfaces as an HTTPError."""
+        return None
+
+
+def run_claude_command_hook(
+    event: str | None,
+    *,
+    stdin: IO[str],
+    stdout: IO[str],
+    env: Mapping[str, str],
+    fail_closed: bool,
+) -> int:
+    """Relay one Claude Code hook to Tachograph and print its answer; always returns 0."""
+    payload: dict[str, Any] | None = None
+    try:
+        payload = _read_payload(stdin)
+        if event:
+            payload["hook_event_name"] = event
+        elif isinstance(payload.get("hook_event_name"), str):
+            event = payload["hook_event_name"]
+        answer = _deliver(payload, env)
+    except Exception as exc:  # whatever went wrong, the agent must go on
+        _log_failure(env, event, str(exc) if isinstance(exc, DeliveryError) else _describe(exc))
+        fallback = _fail_closed_answer(event, payload) if fail_closed else None
+        if fallback is not None:
+            _print(stdout, fallback)
+        return 0
+    _print(stdout, answer)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `tachograph hook claude` with the arguments after `claude`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    fail_closed = "--fail-closed" in args
+    positional = [a for a in args if a != "--fail-closed"]
+    if len(positional) > 1 or any(a.startswith("-") for a in positional):
+        # Exit 1, never 2: Claude Code reads exit code 2 as "block this action".
+        print(USAGE, file=sys.stderr)
+        return 1
+    event = positional[0] if positional else None
+    return run_claude_command_hook(
+        event, stdin=sys.stdin, stdout=sys.stdout, env=os.environ, fail_closed=fail_closed
+    )
+
+
+def _read_payload(stdin: IO[str]) -> dict[str, Any]:
+    """Read Claude Code's hook JSON object from stdin."""
+    try:
+        payload = json.loads(stdin.read())
+    except json.JSONDecodeError as exc:
+        raise DeliveryError(f"stdin is not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise DeliveryError("stdin is not a JSON object")
+    return payload
+
+
+def _deliver(payload: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """POST the payload to Tachograph and return its JSON answer object."""
+    url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + HOOK_PATH
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    headers.update({h: env[var] for h, var in _FORWARDED_ENV if env.get(var)})
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST"
+    )
+    # No proxies from the process environment: the hook talks to the configured server only.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    try:
+        with opener.open(request, timeout=_timeout_s(env)) as response:
+            status, raw = response.status, response.read(MAX_ANSWER_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        raise DeliveryError(f"{url} answered HTTP {exc.code}") from exc
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        raise DeliveryError(f"{url}: {_describe(exc)}") from exc
+    return _parse_answer(url, status, raw)
+
+
+def _parse_answer(url: str, status: int, raw: bytes) -> dict[str, Any]:
+    """Check the server's reply is a 2xx JSON object of bounded size."""
+    if not 200 <= status < 300:
+        raise DeliveryError(f"{url} answered HTTP {status}")
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise DeliveryError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
+    try:
+        answer = json.loads(raw)
+    except ValueError as exc:
+        raise DeliveryError(f"{url} answered invalid JSON") from exc
+    if not isinstance(answer, dict):
+        raise DeliveryError(f"{url} answered JSON that is not an object")
+    return answer
+
+
+def _timeout_s(env: Mapping[str, str]) -> float:
+    """Return the delivery timeout; an unusable setting falls back to the default."""
+    try:
+        timeout = float(env.get("TACHOGRAPH_HOOK_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_TIMEOUT_S
+
+
+def _fail_closed_answer(
+    event: str | None, payload: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Return Claude Code's deny answer for a gate event, or None when nothing is gated."""
+    if event not in GATE_EVENTS:
+        return None
+    if event == "Stop" and payload is not None and payload.get("stop_hook_active") is True:
+        # Claude Code is already continuing because of a Stop hook: blocking again while
+        # Tachograph is down would keep the agent from ever stopping.
+        return None
+    answer, _ = decision_to_claude(event, {"outcome": "deny", "reason": FAIL_CLOSED_REASON})
+    return answer
+
+
+def _log_failure(env: Mapping[str, str], event: str | None, error: str) -> None:
+    """Append one JSON line to hooks.log in the data dir; a broken log is ignored too."""
+    now = time.time()
+    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    line = json.dumps({"at": at, "event": event, "error": error}) + "\n"
+    try:
+        data_dir = Path(env.get("TACHOGRAPH_DATA_DIR") or DEFAULT_DATA_DIR)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with (data_dir / LOG_FILE_NAME).open("a", encoding="utf-8") as log:
+            log.write(line)
+    except OSError:
+        pass
+
+
+def _describe(exc: BaseException) -> str:
+    """Return a one-line, bounded description of a failure."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    text = str(reason) or type(reason).__name__
+    if isinstance(reason, BaseException) and type(reason).__name__ not in text:
+        text = f"{type(reason).__name__}: {text}"
+    return text[:500]
+
+
+def _print(stdout: IO[str], answer: Mapping[str, Any]) -> None:
+    """Write the answer as one JSON line; a closed pipe is not the agent's problem."""
+    try:
+        stdout.write(json.dumps(answer) + "\n")
+        stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
