@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from api.bootstrap import Services, build_services
 from api.errors import install_error_handlers
 from api.middleware import ApiKeyMiddleware, BodyLimitMiddleware
-from api.routes import auditors, health, sessions, workspaces
+from api.routes import auditors, health, hooks, sessions, workspaces
 from infra.settings import Settings
 
 
@@ -34,7 +34,13 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
-    for router in (workspaces.router, sessions.router, auditors.router, health.router):
+    for router in (
+        workspaces.router,
+        sessions.router,
+        hooks.router,
+        auditors.router,
+        health.router,
+    ):
         app.include_router(router)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(BodyLimitMiddleware)

@@ -6,7 +6,14 @@ import logging
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from apscheduler.triggers.interval import IntervalTrigger
+
 from domain.application import Tachograph
+from domain.gateway import HookGateway
+from infra.hook_transport import HttpxHookTransport
+from projections.hook_audit import honoured_stop_continues
+from projections.sessions import session_exists
+from scheduler.maintenance import prune_hook_audit_job
 from infra.event_store import open_application, schema_lock
 from infra.settings import Settings
 from projections.base import Projection
@@ -28,6 +35,8 @@ class Services:
     projections: list[Projection]
     runner: ProjectionRunner
     scheduler: SchedulerRuntime
+    gateway: HookGateway
+    transport: HttpxHookTransport
     started: bool = field(default=False)
 
     def start(self) -> None:
@@ -50,12 +59,13 @@ class Services:
         self.close()
 
     def close(self) -> None:
+        self.transport.close()
         self.store.close()
         self.app.close()
 
     def delete_session(self, session_id: UUID, actor: str) -> int | None:
-        """Delete one session; the single path every deletion takes."""
-        return self.app.delete_session(session_id, actor).position
+        """Delete one session (SessionEnd first); the single path every deletion takes."""
+        return self.gateway.close_session(session_id, actor)
 
 
 def open_read_store(settings: Settings) -> ReadStore:
@@ -64,6 +74,15 @@ def open_read_store(settings: Settings) -> ReadStore:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         return SQLiteReadStore(settings.readmodel_sqlite_path)
     return PostgresReadStore(settings.database_url.conninfo(), settings.database_schema)
+
+
+def _settled_stop_continues(
+    app: Tachograph, runner: ProjectionRunner, store: ReadStore, session_id: UUID, turn: str | None
+) -> int:
+    # Stop arrives once per turn, so waiting for the read model to hold the whole log
+    # (milliseconds) is affordable, and makes the 3-per-turn cap exact.
+    runner.wait_for(app.recorder.max_notification_id() or 0, 2.0)
+    return honoured_stop_continues(store, str(session_id), turn)
 
 
 def build_services(settings: Settings) -> Services:
@@ -76,8 +95,19 @@ def build_services(settings: Settings) -> Services:
         ensure_schema(store, projections)
     runner = ProjectionRunner(app, store, projections)
     app.on_commit = runner.wake
+    transport = HttpxHookTransport(settings.secrets)
+    gateway = HookGateway(
+        app,
+        settings.hooks,
+        transport,
+        settings.redacted_tools,
+        session_known=lambda sid: session_exists(store, str(sid)),
+        stop_continues=lambda sid, turn: _settled_stop_continues(app, runner, store, sid, turn),
+    )
     app.ensure_default_workspace(".")
-    jobs: list[Job] = []
+    jobs: list[Job] = [
+        Job("hook-audit-retention", lambda: prune_hook_audit_job(app), IntervalTrigger(hours=24)),
+    ]
     scheduler = SchedulerRuntime(jobs, timezone=settings.timezone)
-    return Services(settings, app, store, projections, runner, scheduler)
+    return Services(settings, app, store, projections, runner, scheduler, gateway, transport)
 

@@ -38,5 +38,28 @@ class SessionSave(Strict):
     messages: list[Any]
 
 
+EventName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
+ShortText = Annotated[str, Field(max_length=256)]
+
+
+class LifecycleEvent(Strict):
+    """SPEC §6.3 body; unknown event names are accepted and stored as observational."""
+
+    event: EventName
+    eventId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    turnId: ShortText | None = None
+    agent: ShortText | None = None
+    agentSessionId: ShortText | None = None
+    toolName: ShortText | None = None
+    toolCallId: ShortText | None = None
+    toolInput: Any = None
+    toolResponse: Any = None
+    prompt: str | None = None
+    lastAssistantMessage: str | None = None
+    subagentId: ShortText | None = None
+    model: ShortText | None = None
+    detail: dict[str, Any] | None = None
+
+
 class Items(BaseModel):
     items: list[dict[str, Any]]

@@ -22,7 +22,7 @@ class Workspace(TachographAggregate):
     def create_id(slug: str, **_: Any) -> UUID:
         return workspace_id(slug)
 
-    @event("Registered", topic="Workspace.Registered")
+    @event("Created", topic="Workspace.Created")
     def __init__(self, slug: str, path: str, self_update: bool, actor: str) -> None:
         self.slug = slug
         self.path = path

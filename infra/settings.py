@@ -11,6 +11,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from domain.hook_config import HookConfig, HookConfigError, parse_hook_config
+
 
 class SettingsError(ValueError):
     """A missing or malformed setting; the message names the variable."""
@@ -67,6 +69,7 @@ class Settings:
     read_wait_s: float = 5.0
     # Secrets named by hook handlers' secretEnv, captured at start-up.
     secrets: Mapping[str, str] = field(default_factory=dict)
+    hooks: HookConfig = field(default_factory=HookConfig.empty)
 
     @property
     def sqlite_path(self) -> Path:
@@ -88,15 +91,27 @@ class Settings:
         env = os.environ if environ is None else environ
         get = _Reader(env)
         hooks_json = get.str("TACHOGRAPH_HOOKS")
-        secrets = {name: env[name] for name in _secret_envs(hooks_json) if name in env}
+        allowed_hosts = frozenset(get.csv("TACHOGRAPH_HOOK_ALLOWED_HOSTS"))
+        insecure_loopback = get.flag("TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK")
+        try:
+            hooks = parse_hook_config(
+                hooks_json, allowed_hosts=allowed_hosts, allow_insecure_loopback=insecure_loopback
+            )
+        except HookConfigError as exc:
+            raise SettingsError(f"TACHOGRAPH_HOOKS: {exc}") from None
+        missing = sorted(n for n in hooks.secret_env_names() if not env.get(n))
+        if missing:
+            raise SettingsError(f"{missing[0]}: named by a hook's secretEnv but not set")
+        secrets = {name: env[name] for name in hooks.secret_env_names()}
         return cls(
             data_dir=Path(get.str("TACHOGRAPH_DATA_DIR") or "data"),
             database_url=get.database_url("TACHOGRAPH_DATABASE_URL"),
             database_schema=get.identifier("TACHOGRAPH_DATABASE_SCHEMA") or "public",
             api_key=get.str("TACHOGRAPH_API_KEY"),
             hooks_json=hooks_json,
-            hook_allowed_hosts=frozenset(get.csv("TACHOGRAPH_HOOK_ALLOWED_HOSTS")),
-            hook_allow_insecure_loopback=get.flag("TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK"),
+            hooks=hooks,
+            hook_allowed_hosts=allowed_hosts,
+            hook_allow_insecure_loopback=insecure_loopback,
             redacted_tools=frozenset(
                 get.csv("TACHOGRAPH_REDACTED_TOOLS", "storeSecret,recallSecret,updateSecret")
             ),
@@ -209,18 +224,3 @@ class _Reader:
             password=unquote(parts.password or ""),
         )
 
-
-def _secret_envs(hooks_json: str | None) -> list[str]:
-    """Names of the env vars hook handlers sign with (validation happens in hook config)."""
-    if not hooks_json:
-        return []
-    try:
-        doc = json.loads(hooks_json)
-        return [
-            h["secretEnv"]
-            for handlers in doc.get("hooks", {}).values()
-            for h in handlers
-            if isinstance(h, dict) and isinstance(h.get("secretEnv"), str)
-        ]
-    except (json.JSONDecodeError, AttributeError, TypeError):
-        return []

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from projections.base import Projection
+from projections.hook_audit import HookAuditProjection
 from projections.sessions import SessionsProjection
 from projections.workspaces import WorkspacesProjection
 
-PROJECTION_TYPES: tuple[type[Projection], ...] = (WorkspacesProjection, SessionsProjection)
+PROJECTION_TYPES: tuple[type[Projection], ...] = (
+    WorkspacesProjection,
+    SessionsProjection,
+    HookAuditProjection,
+)
 
 
 def all_projections(prefix: str = "rm_") -> list[Projection]:

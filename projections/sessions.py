@@ -74,18 +74,70 @@ class SessionsProjection(Projection):
             (json.dumps(e.data["messages"], separators=(",", ":")), str(e.aggregate_id)),
         )
 
+    @handles("HookDispatch.Created")
+    def hook_signal(self, cur: Cursor, e: Envelope) -> None:
+        """Derive agent info, title, summary, signal times and status from a lifecycle event."""
+        d = e.data
+        cur.execute(
+            f"SELECT title, title_locked, status, agent, agent_session_id, first_signal_at, "
+            f"last_signal_at FROM {self.t['sessions']} WHERE id = ?",
+            (str(d["session_id"]),),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return  # deleted (or never created) sessions have no row to enrich
+        changes: dict[str, Any] = {
+            "first_signal_at": min(filter(None, (row["first_signal_at"], e.at))),
+            "last_signal_at": max(filter(None, (row["last_signal_at"], e.at))),
+        }
+        if row["agent"] is None and d["agent"]:
+            changes["agent"] = d["agent"]
+        if row["agent_session_id"] is None and d["agent_session_id"]:
+            changes["agent_session_id"] = d["agent_session_id"]
+        if d["title_hint"] and row["title"] is None and not row["title_locked"]:
+            changes["title"] = d["title_hint"]
+        if d["event_name"] == "Stop" and d["summary_hint"]:
+            changes["summary"] = d["summary_hint"]
+        status = next_status(row["status"], d["event_name"])
+        if status != row["status"]:
+            changes["status"] = status
+        self._update(cur, e, session_id=str(d["session_id"]), **changes)
+
     @handles("Session.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
         for table in ("sessions", "session_messages"):
             cur.execute(f"DELETE FROM {self.t[table]} WHERE id = ?", (str(e.aggregate_id),))
 
-    def _update(self, cur: Cursor, e: Envelope, **columns: Any) -> None:
+    def _update(
+        self, cur: Cursor, e: Envelope, session_id: str | None = None, **columns: Any
+    ) -> None:
         columns["updated_at"] = e.at
         assignments = ", ".join(f"{c} = ?" for c in columns)
         cur.execute(
             f"UPDATE {self.t['sessions']} SET {assignments} WHERE id = ?",
-            (*columns.values(), str(e.aggregate_id)),
+            (*columns.values(), session_id or str(e.aggregate_id)),
         )
+
+
+_STATUS_AFTER = {
+    "UserPromptSubmit": "working",
+    "PreToolUse": "working",
+    "PostToolUse": "working",
+    "PostToolUseFailure": "working",
+    "SubagentStart": "working",
+    "Notification": "waiting",
+    "Stop": "idle",
+    "SessionEnd": "ended",
+}
+
+
+def next_status(current: str | None, event: str) -> str | None:
+    """Status after an event. `ended` is sticky: late stragglers (payloads arrive out of
+    order, e.g. StopFailure after SessionEnd) never revive a session; only a new
+    SessionStart (a resumed session) does."""
+    if current == "ended":
+        return "idle" if event == "SessionStart" else "ended"
+    return _STATUS_AFTER.get(event, current)
 
 
 def session_row(r: dict[str, Any], grace_s: float, now: datetime | None = None) -> dict[str, Any]:
@@ -133,6 +185,11 @@ def session_ids_of_workspace(store: ReadStore, workspace: str) -> list[str]:
     """Every active and archived session of a workspace."""
     rows = store.query("SELECT id FROM rm_sessions WHERE workspace_id = ?", (workspace,))
     return [r["id"] for r in rows]
+
+
+def session_exists(store: ReadStore, session_id: str) -> bool:
+    """Whether the read model has this (live) session."""
+    return store.query_one("SELECT 1 AS x FROM rm_sessions WHERE id = ?", (session_id,)) is not None
 
 
 def get_session(store: ReadStore, session_id: str, grace_s: float) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ class WorkspacesProjection(Projection):
         ]
     }
 
-    @handles("Workspace.Registered")
+    @handles("Workspace.Created")
     def registered(self, cur: Cursor, e: Envelope) -> None:
         cur.execute(
             f"INSERT INTO {self.t['workspaces']} (id, aggregate_id, path, self_update, "

@@ -59,7 +59,7 @@ def test_events_pages_through_the_log_in_order(client: TestClient) -> None:
     assert rest["next"] is None
     everything = first["events"] + rest["events"]
     positions = [e["position"] for e in everything]
-    assert positions == sorted(positions) and len(set(positions)) == len(positions) == 9
+    assert positions == sorted(positions) and len(set(positions)) == len(positions) == 11
     renamed = client.get("/api/events", params={"type": "Session.Renamed"}).json()["events"]
     assert len(renamed) == 4 and {e["type"] for e in renamed} == {"Session.Renamed"}
 
@@ -69,8 +69,8 @@ def test_events_as_ndjson(client: TestClient) -> None:
     response = client.get("/api/events", headers={"accept": "application/x-ndjson"})
     assert response.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in response.text.splitlines()]
-    assert [e["type"] for e in lines][0] == "Workspace.Registered"
-    assert len(lines) == 5
+    assert [e["type"] for e in lines][0] == "Workspace.Created"
+    assert len(lines) == 6  # workspace, session, its SessionStart dispatch, three changes
 
 
 def test_export_writes_the_log_as_ndjson(client: TestClient, settings: Settings, tmp_path: Path) -> None:
@@ -85,6 +85,7 @@ def test_export_writes_the_log_as_ndjson(client: TestClient, settings: Settings,
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [e["type"] for e in lines] == ["Session.Created", "Session.Renamed",
-                                          "Session.MessagesSaved", "Session.Renamed"]
-    assert "exported 4 events" in result.stderr
+    assert [e["type"] for e in lines] == ["Session.Created", "HookDispatch.Created",
+                                          "Session.Renamed", "Session.MessagesSaved",
+                                          "Session.Renamed"]
+    assert "exported 5 events" in result.stderr

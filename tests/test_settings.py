@@ -63,3 +63,29 @@ def test_cli_refuses_to_start_with_one_line_naming_the_variable(tmp_path: object
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "TACHOGRAPH_TASK_CONCURRENCY" in lines[0]
+
+
+def test_bad_hook_configuration_refuses_start_naming_the_json_path() -> None:
+    hooks = '{"version": 1, "hooks": {"PreToolUse": [{"id": "p", "type": "http", "url": "http://evil.example/x"}]}}'
+    result = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve"],
+        env={"TACHOGRAPH_HOOKS": hooks, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert "TACHOGRAPH_HOOKS: hooks.PreToolUse[0].url" in line
+
+
+def test_missing_hook_secret_names_the_variable() -> None:
+    hooks = (
+        '{"version": 1, "hooks": {"PreToolUse": [{"id": "p", "type": "http", '
+        '"url": "https://policy.internal/x", "secretEnv": "POLICY_SECRET"}]}}'
+    )
+    with pytest.raises(SettingsError, match="^POLICY_SECRET:"):
+        Settings.from_env(
+            {"TACHOGRAPH_HOOKS": hooks, "TACHOGRAPH_HOOK_ALLOWED_HOSTS": "policy.internal"}
+        )

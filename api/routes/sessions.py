@@ -28,9 +28,9 @@ def read_session(services: Services, session_id: UUID) -> dict[str, Any]:
 def create_session(
     body: SessionCreate, services: ServicesDep, actor: ActorDep, response: Response
 ) -> dict[str, Any]:
-    """Create a session in a workspace."""
-    recorded = services.app.create_session(body.workspaceId, body.title, actor)
-    committed(services, response, recorded.position)
+    """Create a session in a workspace; its SessionStart hook is dispatched and recorded."""
+    recorded, started = services.gateway.open_session(body.workspaceId, body.title, actor)
+    committed(services, response, started.position or recorded.position)
     return read_session(services, recorded.aggregate_id)
 
 

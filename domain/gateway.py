@@ -1,0 +1,293 @@
+"""Hook gateway: runs the managed hook policy on a lifecycle event and records the outcome."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+from uuid import UUID, uuid5
+
+from eventsourcing.persistence import IntegrityError
+
+from domain.application import Recorded, Tachograph
+from domain.errors import NotFound
+from domain.hook_config import HookConfig
+from domain.hook_dispatch import (
+    DispatchRequest,
+    HookTransport,
+    match_key,
+    redact_tool_input,
+    run_dispatch,
+)
+from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
+from domain.ids import PROJECT_NAMESPACE
+
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 80
+SUMMARY_CHARS = 500
+
+
+@dataclass(frozen=True)
+class IngestEvent:
+    """A lifecycle event from an agent runtime, already in the normalised vocabulary."""
+
+    event: str
+    event_id: str | None = None
+    turn_id: str | None = None
+    agent: str | None = None
+    agent_session_id: str | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    tool_input: Any = None
+    tool_response: Any = None
+    prompt: str | None = None
+    last_assistant_message: str | None = None
+    subagent_id: str | None = None
+    model: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The combined decision, its dispatch ID and where (whether) it was recorded."""
+
+    dispatch_id: UUID
+    outcome: str
+    reason: str | None
+    additional_context: str | None
+    replacement: Any
+    position: int | None
+    recorded: bool
+    duplicate: bool = False
+
+    def decision(self) -> dict[str, Any]:
+        """Wire shape of SPEC §6.3: absent optional fields are left out."""
+        body: dict[str, Any] = {"outcome": self.outcome}
+        if self.reason is not None:
+            body["reason"] = self.reason
+        if self.additional_context is not None:
+            body["additionalContext"] = self.additional_context
+        if self.replacement is not None:
+            body["replacement"] = self.replacement
+        body["dispatchId"] = str(self.dispatch_id)
+        return body
+
+
+def agent_session_uuid(key: str) -> UUID:
+    """UUIDv5 of "<agent>:<agentSessionId>" (or "coder:<chatId>") in the project namespace."""
+    return uuid5(PROJECT_NAMESPACE, key)
+
+
+def first_line(text: str | None, limit: int) -> str | None:
+    if not text:
+        return None
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return line[:limit] or None
+
+
+class HookGateway:
+    """Dispatches hooks for one event and appends a HookDispatch; never re-enters hooks."""
+
+    def __init__(
+        self,
+        app: Tachograph,
+        config: HookConfig,
+        transport: HookTransport,
+        redacted_tools: frozenset[str],
+        *,
+        session_known: Callable[[UUID], bool],
+        stop_continues: Callable[[UUID, str | None], int],
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.transport = transport
+        self.redacted_tools = redacted_tools
+        # Read-model lookups injected by the composition root (domain cannot import them).
+        self._session_known = session_known
+        self._stop_continues = stop_continues
+
+    def require_session(self, session_id: UUID) -> None:
+        """Raise NotFound unless the session exists and is live."""
+        if not self._session_known(session_id):
+            self.app.get_session(session_id)  # falls back to the log; raises NotFound
+
+    def ensure_session(
+        self,
+        session_id: UUID,
+        *,
+        workspace: str,
+        agent: str | None,
+        agent_session_id: str | None,
+    ) -> None:
+        """Create an agent's session on first sight (a concurrent create is fine)."""
+        if self._session_known(session_id):
+            return
+        try:
+            self.app.get_session(session_id)
+            return
+        except NotFound:
+            pass
+        try:
+            self.app.create_session(
+                workspace,
+                None,
+                "system",
+                agent=agent,
+                agent_session_id=agent_session_id,
+                session_id=session_id,
+            )
+        except IntegrityError:
+            pass  # another request created it first
+
+    def open_session(
+        self, workspace: str, title: str | None, actor: str, **kwargs: Any
+    ) -> tuple[Recorded, IngestResult]:
+        """Create a session, then dispatch its SessionStart."""
+        recorded = self.app.create_session(workspace, title, actor, **kwargs)
+        started = self.ingest(
+            recorded.aggregate_id,
+            IngestEvent(event="SessionStart", agent=kwargs.get("agent"), detail={"source": "api"}),
+            actor=actor,
+        )
+        return recorded, started
+
+    def close_session(self, session_id: UUID, actor: str) -> int | None:
+        """Dispatch SessionEnd first, then delete the session (SPEC §5)."""
+        self.app.get_session(session_id)
+        self.ingest(
+            session_id, IngestEvent(event="SessionEnd", detail={"reason": "deleted"}), actor=actor
+        )
+        return self.app.delete_session(session_id, actor).position
+
+    def ingest(
+        self, session_id: UUID, ev: IngestEvent, *, actor: str, note: str | None = None
+    ) -> IngestResult:
+        """Run matching handlers, record the dispatch durably, return the decision."""
+        dispatch_id = dispatch_id_for(ev.event_id)
+        handlers = self.config.handlers_for(ev.event, self._match_subject(ev))
+        if ev.event_id and handlers:
+            # Don't re-run handlers for a retried event: answer with the stored decision.
+            stored = self._stored(dispatch_id)
+            if stored is not None:
+                return stored
+        tool_input = redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools)
+        tool_response = redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools)
+        now = datetime.now(timezone.utc)
+        request = DispatchRequest(
+            event_id=ev.event_id or str(dispatch_id),
+            event=ev.event,
+            session_id=str(session_id),
+            turn_id=ev.turn_id,
+            tool_call_id=ev.tool_call_id,
+            tool_name=ev.tool_name,
+            agent=ev.agent,
+            model=ev.model,
+            timestamp=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            detail=self._detail(ev, tool_input, tool_response),
+        )
+        continues = (
+            self._stop_continues(session_id, ev.turn_id) if ev.event == "Stop" and handlers else 0
+        )
+        result = run_dispatch(request, handlers, self.transport, stop_continues_so_far=continues)
+        record = HookDispatch(
+            dispatch_id=dispatch_id,
+            session_id=session_id,
+            event_name=ev.event,
+            event_id=ev.event_id,
+            turn_id=ev.turn_id,
+            agent=ev.agent,
+            agent_session_id=ev.agent_session_id,
+            tool_name=ev.tool_name,
+            tool_call_id=ev.tool_call_id,
+            subagent_id=ev.subagent_id,
+            outcome=result.outcome,
+            reason=result.reason,
+            additional_context=result.additional_context,
+            replacement=result.replacement,
+            runs=[
+                {
+                    "handlerId": r.handler_id,
+                    "outcome": r.outcome,
+                    "failure": r.failure,
+                    "reason": r.reason,
+                    "durationMs": r.duration_ms,
+                    "continueCapped": r.continue_capped,
+                }
+                for r in result.runs
+            ],
+            title_hint=first_line(ev.prompt, TITLE_CHARS) if ev.event == "UserPromptSubmit" else None,
+            summary_hint=(ev.last_assistant_message or "")[:SUMMARY_CHARS] or None
+            if ev.event == "Stop"
+            else None,
+            note=note,
+            actor=actor,
+        )
+        decided = IngestResult(
+            dispatch_id=dispatch_id,
+            outcome=result.outcome,
+            reason=result.reason,
+            additional_context=result.additional_context,
+            replacement=result.replacement,
+            position=None,
+            recorded=False,
+        )
+        try:
+            position = self.app.record(record)
+        except IntegrityError:
+            stored = self._stored(dispatch_id)
+            if stored is not None:
+                return stored
+            raise
+        except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
+            log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
+            return decided
+        return IngestResult(**{**decided.__dict__, "position": position, "recorded": True})
+
+    def _stored(self, dispatch_id: UUID) -> IngestResult | None:
+        try:
+            stored = self.app.repository.get(dispatch_id)
+        except Exception:  # noqa: BLE001 - AggregateNotFoundError or the store is down
+            return None
+        if not isinstance(stored, HookDispatch):
+            return None
+        return IngestResult(
+            dispatch_id=dispatch_id,
+            outcome=stored.outcome,
+            reason=stored.reason,
+            additional_context=stored.additional_context,
+            replacement=stored.replacement,
+            position=self.app.recorder.max_notification_id(),
+            recorded=True,
+            duplicate=True,
+        )
+
+    @staticmethod
+    def _match_subject(ev: IngestEvent) -> str | None:
+        probe = DispatchRequest(
+            event_id="",
+            event=ev.event,
+            session_id="",
+            tool_name=ev.tool_name,
+            timestamp="",
+            detail={"subagentId": ev.subagent_id} if ev.subagent_id else {},
+        )
+        return match_key(probe)
+
+    @staticmethod
+    def _detail(ev: IngestEvent, tool_input: Any, tool_response: Any) -> dict[str, Any]:
+        detail = dict(ev.detail)
+        own = {
+            "toolInput": tool_input,
+            "toolResponse": tool_response,
+            "prompt": ev.prompt,
+            "lastAssistantMessage": ev.last_assistant_message,
+            "subagentId": ev.subagent_id,
+        }
+        detail.update({k: v for k, v in own.items() if v is not None})
+        return detail
+
+

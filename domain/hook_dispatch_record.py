@@ -1,0 +1,66 @@
+"""HookDispatch: the durable record of one lifecycle event and the decision it got."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from eventsourcing.domain import event
+
+from domain.base import TachographAggregate
+from domain.ids import stable_id
+
+
+def dispatch_id_for(event_id: str | None) -> UUID:
+    """Deterministic from the client's eventId (so retries dedupe), random without one."""
+    return stable_id("hook-dispatch", event_id) if event_id else uuid4()
+
+
+class HookDispatch(TachographAggregate):
+    """One dispatch: what was observed, every handler run, and the combined decision.
+
+    No raw payloads or transcripts are kept; only the decision (including any
+    replacement, so a retried event gets exactly the stored answer) and the short
+    hints the sessions read model derives titles and summaries from.
+    """
+
+    TOPIC = "HookDispatch"
+
+    @staticmethod
+    def create_id(dispatch_id: UUID, **_: Any) -> UUID:
+        return dispatch_id
+
+    @event("Created", topic="HookDispatch.Created")
+    def __init__(
+        self,
+        dispatch_id: UUID,
+        session_id: UUID,
+        event_name: str,
+        event_id: str | None,
+        turn_id: str | None,
+        agent: str | None,
+        agent_session_id: str | None,
+        tool_name: str | None,
+        tool_call_id: str | None,
+        subagent_id: str | None,
+        outcome: str,
+        reason: str | None,
+        additional_context: str | None,
+        replacement: Any,
+        runs: list[dict[str, Any]],
+        title_hint: str | None,
+        summary_hint: str | None,
+        note: str | None,
+        actor: str,
+    ) -> None:
+        self.session_id = session_id
+        self.event_name = event_name
+        self.event_id = event_id
+        self.turn_id = turn_id
+        self.agent = agent
+        self.outcome = outcome
+        self.reason = reason
+        self.additional_context = additional_context
+        self.replacement = replacement
+        self.runs = runs
+        self.note = note

@@ -1,0 +1,133 @@
+"""Hook audit read model: per session the latest 500 handler records, by turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.base import Envelope, Projection, handles, iso
+from projections.store import Cursor, ReadStore
+
+AUDIT_CAP = 500
+
+
+class HookAuditProjection(Projection):
+    name = "hook_audit"
+    tables = {
+        "hook_audit": [
+            "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+            "dispatch_id TEXT NOT NULL, turn_id TEXT, event TEXT NOT NULL, handler_id TEXT, "
+            "outcome TEXT NOT NULL, failure TEXT, reason TEXT, duration_ms INTEGER, "
+            "at TEXT NOT NULL, position BIGINT NOT NULL, seq INTEGER NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS {t}_session ON {t} (session_id, position, seq)",
+            "CREATE INDEX IF NOT EXISTS {t}_at ON {t} (at)",
+            "CREATE INDEX IF NOT EXISTS {t}_turn ON {t} (session_id, turn_id, event, outcome)",
+        ],
+        # Sessions deleted so far: dispatches that arrive for them later are not shown.
+        "hook_deleted_sessions": ["CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY)"],
+    }
+
+    @handles("HookDispatch.Created")
+    def dispatched(self, cur: Cursor, e: Envelope) -> None:
+        d = e.data
+        session_id = str(d["session_id"])
+        cur.execute(
+            f"SELECT 1 AS gone FROM {self.t['hook_deleted_sessions']} WHERE session_id = ?",
+            (session_id,),
+        )
+        if cur.fetchone() is not None:
+            return
+        dispatch_id = str(e.aggregate_id)
+        # A dispatch without handlers still shows on the timeline, as one record
+        # with no handler, so operators see every event the agent sent.
+        runs = d["runs"] or [
+            {"handlerId": None, "outcome": d["outcome"], "failure": None,
+             "reason": d["note"], "durationMs": 0}
+        ]
+        rows = [
+            (
+                f"{dispatch_id}:{seq}", session_id, dispatch_id, d["turn_id"], d["event_name"],
+                run["handlerId"], run["outcome"], run["failure"], run["reason"],
+                run["durationMs"], e.at, e.position, seq,
+            )
+            for seq, run in enumerate(runs)
+        ]
+        cur.executemany(
+            f"INSERT INTO {self.t['hook_audit']} (id, session_id, dispatch_id, turn_id, event, "
+            "handler_id, outcome, failure, reason, duration_ms, at, position, seq) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        self._cap(cur, session_id)
+
+    def _cap(self, cur: Cursor, session_id: str) -> None:
+        table = self.t["hook_audit"]
+        cur.execute(
+            f"SELECT position, seq FROM {table} WHERE session_id = ? "
+            "ORDER BY position DESC, seq DESC LIMIT 1 OFFSET ?",
+            (session_id, AUDIT_CAP - 1),
+        )
+        oldest_kept = cur.fetchone()
+        if oldest_kept is not None:
+            cur.execute(
+                f"DELETE FROM {table} WHERE session_id = ? AND "
+                "(position < ? OR (position = ? AND seq < ?))",
+                (session_id, oldest_kept["position"], oldest_kept["position"], oldest_kept["seq"]),
+            )
+
+    @handles("Session.Deleted")
+    def session_deleted(self, cur: Cursor, e: Envelope) -> None:
+        session_id = str(e.aggregate_id)
+        cur.execute(f"DELETE FROM {self.t['hook_audit']} WHERE session_id = ?", (session_id,))
+        cur.execute(
+            f"INSERT INTO {self.t['hook_deleted_sessions']} (session_id) VALUES (?) "
+            "ON CONFLICT (session_id) DO NOTHING",
+            (session_id,),
+        )
+
+    @handles("HookAuditRetention.Created", "HookAuditRetention.Applied")
+    def retention(self, cur: Cursor, e: Envelope) -> None:
+        cur.execute(f"DELETE FROM {self.t['hook_audit']} WHERE at < ?", (iso(e.data["before"]),))
+
+
+def _record(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": r["id"],
+        "dispatchId": r["dispatch_id"],
+        "turnId": r["turn_id"],
+        "event": r["event"],
+        "handlerId": r["handler_id"],
+        "outcome": r["outcome"],
+        "failure": r["failure"],
+        "reason": r["reason"],
+        "durationMs": r["duration_ms"],
+        "at": r["at"],
+    }
+
+
+def session_hook_records(store: ReadStore, session_id: str) -> list[dict[str, Any]]:
+    """The latest (at most 500) records of a session, oldest first."""
+    rows = store.query(
+        "SELECT * FROM rm_hook_audit WHERE session_id = ? ORDER BY position, seq",
+        (session_id,),
+    )
+    return [_record(r) for r in rows]
+
+
+def group_by_turn(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records grouped per turn, turns in order of their first record."""
+    turns: dict[str | None, list[dict[str, Any]]] = {}
+    for record in records:
+        turns.setdefault(record["turnId"], []).append(record)
+    return [{"turnId": turn, "records": items} for turn, items in turns.items()]
+
+
+def honoured_stop_continues(store: ReadStore, session_id: str, turn_id: str | None) -> int:
+    """How many Stop `continue` decisions this turn already got."""
+    turn_clause = "turn_id = ?" if turn_id is not None else "turn_id IS NULL"
+    params: tuple[Any, ...] = (session_id, turn_id) if turn_id is not None else (session_id,)
+    row = store.query_one(
+        "SELECT COUNT(DISTINCT dispatch_id) AS n FROM rm_hook_audit WHERE session_id = ? AND "
+        f"{turn_clause} AND event = 'Stop' AND outcome = 'continue'",
+        params,
+    )
+    return int(row["n"]) if row else 0
