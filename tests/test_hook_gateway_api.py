@@ -31,9 +31,12 @@ def hooks_settings(settings: Settings, server: HookServer, hooks: dict[str, Any]
     env = {
         "TACHOGRAPH_HOOKS": json.dumps(config).replace("$URL", server.url),
         "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
+        "HOOK_SECRET": "s3cret-value",
     }
     parsed = Settings.from_env(env)
-    return settings.with_(hooks=parsed.hooks, hook_allow_insecure_loopback=True)
+    return settings.with_(
+        hooks=parsed.hooks, hook_allow_insecure_loopback=True, secrets=parsed.secrets
+    )
 
 
 @pytest.fixture
@@ -233,18 +236,23 @@ def test_hook_audit_keeps_the_latest_500_in_order_and_groups_by_turn(
     gateway_client: TestClient,
 ) -> None:
     session_id = new_session(gateway_client)
-    for i in range(505):
+    for i in range(520):
         last = post(gateway_client, session_id, event="PostToolUse", turnId=f"t{i // 100}",
                     toolCallId=f"c{i}")
     items = read_after(gateway_client, f"/api/sessions/{session_id}/hooks", last)["items"]
     assert len(items) == 500
     positions = [r["at"] for r in items]
     assert positions == sorted(positions)
+    # The SessionStart and the first 19 tool events fell off; the rest are in order.
+    assert items[0]["event"] == "PostToolUse"
+    dispatches = [r["dispatchId"] for r in items]
+    assert len(set(dispatches)) == 500
     assert items[-1]["turnId"] == "t5"
     turns = gateway_client.get(
         f"/api/sessions/{session_id}/hooks", params={"groupBy": "turn"}
     ).json()["turns"]
     assert [t["turnId"] for t in turns] == ["t0", "t1", "t2", "t3", "t4", "t5"]
+    assert len(turns[0]["records"]) == 100 - 20
     assert sum(len(t["records"]) for t in turns) == 500
 
 
@@ -314,3 +322,64 @@ def test_recording_failure_never_changes_the_decision(
     assert response.status_code == 200
     assert response.json()["outcome"] == "pass"
     assert response.headers["x-tachograph-recorded"] == "false"
+
+
+@pytest.mark.parametrize(
+    "gateway_client",
+    [{"UserPromptSubmit": [
+        {"id": "one", "type": "http", "url": "$URL/one", "secretEnv": "HOOK_SECRET"},
+        {"id": "two", "type": "http", "url": "$URL/two"},
+        {"id": "three", "type": "http", "url": "$URL/three"},
+    ]}],
+    indirect=True,
+)
+def test_three_handlers_chain_in_order_and_requests_are_signed(
+    gateway_client: TestClient, hook_server: HookServer
+) -> None:
+    import hashlib
+    import hmac
+
+    hook_server.routes["/one"] = lambda b: (200, {"schemaVersion": 1, "outcome": "modify",
+                                                  "replacement": b["detail"]["prompt"] + " +1"})
+    hook_server.routes["/two"] = lambda b: (200, {"schemaVersion": 1, "outcome": "modify",
+                                                  "replacement": b["detail"]["prompt"] + " +2"})
+    hook_server.routes["/three"] = answer("pass")
+    session_id = new_session(gateway_client)
+    decision = post(gateway_client, session_id, event="UserPromptSubmit", prompt="go").json()
+    assert decision == {"outcome": "modify", "replacement": "go +1 +2",
+                        "dispatchId": decision["dispatchId"]}
+    assert [p for p, _, _ in hook_server.requests] == ["/one", "/two", "/three"]
+    assert hook_server.bodies("/three")[0]["detail"]["prompt"] == "go +1 +2"
+    _, _, headers = hook_server.requests[0]
+    lowered = {k.lower(): v for k, v in headers.items()}
+    timestamp = lowered["x-tachograph-timestamp"]
+    raw = json.dumps(hook_server.bodies("/one")[0], separators=(",", ":"), ensure_ascii=False)
+    expected = hmac.new(b"s3cret-value", f"{timestamp}.{raw}".encode(), hashlib.sha256)
+    assert lowered["x-tachograph-signature"] == "sha256=" + expected.hexdigest()
+    assert "x-tachograph-signature" not in {k.lower() for k in hook_server.requests[1][2]}
+    assert not {"authorization", "cookie", "x-tachograph-key"} & set(lowered)
+
+
+@pytest.mark.parametrize(
+    "gateway_client",
+    [{"PreToolUse": [{"id": "bad", "type": "http", "url": "$URL/bad"}]}],
+    indirect=True,
+)
+@pytest.mark.parametrize(
+    ("answer_body", "failure"),
+    [
+        ({"schemaVersion": 1, "outcome": "continue"}, "disallowed_outcome"),
+        ({"schemaVersion": 1, "outcome": "pass", "extra": 1}, "malformed"),
+        ("not an object", "malformed"),
+        ({"schemaVersion": 1, "outcome": "pass", "reason": "r" * 3000}, "over_cap"),
+    ],
+)
+def test_bad_handler_answers_fail_closed_for_gates(
+    gateway_client: TestClient, hook_server: HookServer, answer_body: Any, failure: str
+) -> None:
+    hook_server.routes["/bad"] = lambda _: (200, answer_body)
+    session_id = new_session(gateway_client)
+    sent = post(gateway_client, session_id, event="PreToolUse", toolName="Bash", toolInput={})
+    assert sent.json()["outcome"] == "deny" and '"bad"' in sent.json()["reason"]
+    records = read_after(gateway_client, f"/api/sessions/{session_id}/hooks", sent)["items"]
+    assert [(r["handlerId"], r["failure"]) for r in records if r["handlerId"]] == [("bad", failure)]
