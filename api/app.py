@@ -10,7 +10,8 @@ from fastapi import FastAPI
 from api.bootstrap import Services, build_services
 from api.errors import install_error_handlers
 from api.middleware import ApiKeyMiddleware, BodyLimitMiddleware
-from api.routes import auditors, health, hooks, sessions, workspaces
+from api.routes import adapters, auditors, health, hooks, metrics, sessions, workspaces
+from api.routes import log as log_routes
 from infra.settings import Settings
 
 
@@ -38,8 +39,11 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         workspaces.router,
         sessions.router,
         hooks.router,
+        adapters.router,
         auditors.router,
+        log_routes.router,
         health.router,
+        metrics.router,
     ):
         app.include_router(router)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)

@@ -17,6 +17,7 @@ from scheduler.maintenance import prune_hook_audit_job
 from infra.event_store import open_application, schema_lock
 from infra.settings import Settings
 from projections.base import Projection
+from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
 from projections.store import PostgresReadStore, ReadStore, SQLiteReadStore
@@ -56,6 +57,7 @@ class Services:
         self.started = False
         self.scheduler.stop()
         self.runner.stop()
+        checkpoint_at_shutdown(self.runner)
         self.close()
 
     def close(self) -> None:
@@ -89,6 +91,7 @@ def build_services(settings: Settings) -> Services:
     """Open stores (creating schemas idempotently, safe across concurrent starts) and wire."""
     settings.workspace_root.mkdir(parents=True, exist_ok=True)
     projections = all_projections()
+    attach_signing_key(projections, settings.log_signing_key)
     with schema_lock(settings):
         app = open_application(settings)
         store = open_read_store(settings)

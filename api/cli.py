@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,6 +86,63 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Recompute the log's hash chain; exit 1 at the first break."""
+    from api.audit import cli_verify
+
+    return cli_verify(_settings(), args.against, args.json, sys.stdout)
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    """Export the chain's checkpoints for an auditor to keep."""
+    from api.audit import cli_checkpoints
+
+    return cli_checkpoints(_settings(), args.out, sys.stdout)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Rebuild projections from position 0, compare with the live ones, optionally swap."""
+    from api.audit import cli_replay
+
+    return cli_replay(_settings(), args.projection or [], args.swap, args.json, sys.stdout)
+
+
+def cmd_hook_install(args: argparse.Namespace) -> int:
+    """Merge Tachograph's hooks into <dir>/.claude/settings.local.json."""
+    import os
+
+    from api.adapters.claude_settings import ClaudeSettingsError, install_claude_hooks
+
+    url = os.environ.get("TACHOGRAPH_URL") or "http://127.0.0.1:8000"
+    try:
+        path = install_claude_hooks(Path(args.dir), http=args.http, url=url)
+    except ClaudeSettingsError as exc:
+        print(f"tachograph: {exc}", file=sys.stderr)
+        return 1
+    print(f"installed Tachograph hooks in {path}")
+    return 0
+
+
+def cmd_hook_uninstall(args: argparse.Namespace) -> int:
+    """Remove exactly Tachograph's hooks from <dir>/.claude/settings.local.json."""
+    from api.adapters.claude_settings import ClaudeSettingsError, uninstall_claude_hooks
+
+    try:
+        path = uninstall_claude_hooks(Path(args.dir))
+    except ClaudeSettingsError as exc:
+        print(f"tachograph: {exc}", file=sys.stderr)
+        return 1
+    print(f"removed Tachograph hooks from {path}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check configuration, database, hooks, hooks.log and the executor; one line each."""
+    from api.doctor import run_doctor
+
+    return run_doctor(sys.stdout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tachograph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,10 +159,47 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--after", type=int, default=0)
     export.add_argument("--out")
     export.set_defaults(func=cmd_export)
+
+    verify = sub.add_parser("verify", help="verify the log's hash chain against its checkpoints")
+    verify.add_argument("--against", metavar="FILE", help="checkpoints exported earlier")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.set_defaults(func=cmd_verify)
+
+    checkpoints = sub.add_parser("checkpoints", help="export the log's signed checkpoints")
+    checkpoints.add_argument("--out", metavar="FILE")
+    checkpoints.set_defaults(func=cmd_checkpoints)
+
+    replay = sub.add_parser("replay", help="rebuild projections and compare with the live ones")
+    replay.add_argument("--projection", action="append", metavar="NAME")
+    replay.add_argument("--swap", action="store_true", help="replace the live tables atomically")
+    replay.add_argument("--json", action="store_true", help="print the report as JSON")
+    replay.set_defaults(func=cmd_replay)
+
+    hook = sub.add_parser("hook", help="agent hook adapters")
+    hook_sub = hook.add_subparsers(dest="hook_command", required=True)
+    relay = hook_sub.add_parser("claude", help="Claude Code command hook: stdin JSON in, answer out")
+    relay.add_argument("event", nargs="?")
+    relay.add_argument("--fail-closed", action="store_true")
+    for name, func in (("install", cmd_hook_install), ("uninstall", cmd_hook_uninstall)):
+        action = hook_sub.add_parser(name, help=f"{name} Tachograph's Claude Code hooks")
+        action.add_argument("agent", choices=["claude"])
+        action.add_argument("dir")
+        if name == "install":
+            action.add_argument("--http", action="store_true", help="native HTTP hooks")
+        action.set_defaults(func=func)
+
+    doctor = sub.add_parser("doctor", help="check configuration, database, hooks and executor")
+    doctor.set_defaults(func=cmd_doctor)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["hook", "claude"]:
+        # The hot path of every tool call: hand over before anything heavy is imported.
+        from api.hook_command import main as relay_main
+
+        return relay_main(argv[2:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

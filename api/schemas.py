@@ -61,5 +61,43 @@ class LifecycleEvent(Strict):
     detail: dict[str, Any] | None = None
 
 
+TaskPrompt = Annotated[str, Field(min_length=1, max_length=256 * 1024)]
+ModelName = Annotated[str, Field(min_length=1, max_length=200)]
+MaxAttempts = Annotated[int, Field(ge=1, le=10)]
+
+
+class TaskCreate(Strict):
+    workspaceId: Slug
+    prompt: TaskPrompt
+    model: ModelName | None = None
+    maxAttempts: MaxAttempts = 3
+
+
+class TaskResolve(Strict):
+    summary: Annotated[str, Field(min_length=1, max_length=2048)]
+
+
+class ScheduleCreate(Strict):
+    """No `timezone` field: schedules run in TACHOGRAPH_TIMEZONE (a timezone field is a 422)."""
+
+    workspaceId: Slug
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    cron: Annotated[str, Field(min_length=1, max_length=200)]
+    prompt: TaskPrompt
+    model: ModelName | None = None
+    maxAttempts: MaxAttempts = 3
+
+
+class ScheduleUpdate(Strict):
+    """Fields present are changed; `model: null` clears the model."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    cron: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    prompt: TaskPrompt | None = None
+    model: ModelName | None = None
+    maxAttempts: MaxAttempts | None = None
+    paused: bool | None = None
+
+
 class Items(BaseModel):
     items: list[dict[str, Any]]

@@ -164,9 +164,18 @@ class HookGateway:
         return self.app.delete_session(session_id, actor).position
 
     def ingest(
-        self, session_id: UUID, ev: IngestEvent, *, actor: str, note: str | None = None
+        self,
+        session_id: UUID,
+        ev: IngestEvent,
+        *,
+        actor: str,
+        annotate: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> IngestResult:
-        """Run matching handlers, record the dispatch durably, return the decision."""
+        """Run matching handlers, record the dispatch durably, return the decision.
+
+        `annotate` lets an adapter say, in the audit record, how it will render the
+        decision for its agent (e.g. "Claude Code cannot rewrite a prompt: blocked").
+        """
         dispatch_id = dispatch_id_for(ev.event_id)
         handlers = self.config.handlers_for(ev.event, self._match_subject(ev))
         if ev.event_id and handlers:
@@ -193,6 +202,12 @@ class HookGateway:
             self._stop_continues(session_id, ev.turn_id) if ev.event == "Stop" and handlers else 0
         )
         result = run_dispatch(request, handlers, self.transport, stop_continues_so_far=continues)
+        note = None
+        if annotate is not None:
+            note = annotate(
+                IngestResult(dispatch_id, result.outcome, result.reason,
+                             result.additional_context, result.replacement, None, False).decision()
+            )
         record = HookDispatch(
             dispatch_id=dispatch_id,
             session_id=session_id,

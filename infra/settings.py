@@ -56,6 +56,9 @@ class Settings:
     task_command: tuple[str, ...] | None = None
     task_concurrency: int = 2
     task_timeout_s: float = 1800.0
+    # SIGTERM → SIGKILL grace for a stopped task, and how often workers look for due work.
+    task_kill_grace_s: float = 10.0
+    task_poll_interval_s: float = 1.0
     timezone: str = "UTC"
     no_signal_grace_s: float = 120.0
     coder_hook_secret: str | None = None
@@ -119,6 +122,8 @@ class Settings:
             task_command=get.argv("TACHOGRAPH_TASK_COMMAND"),
             task_concurrency=int(get.number("TACHOGRAPH_TASK_CONCURRENCY", 2, 1, 64, int)),
             task_timeout_s=get.number("TACHOGRAPH_TASK_TIMEOUT_S", 1800, 1, 7 * 86400, float),
+            task_kill_grace_s=get.number("TACHOGRAPH_TASK_KILL_GRACE_S", 10, 0.1, 600, float),
+            task_poll_interval_s=get.number("TACHOGRAPH_TASK_POLL_S", 1, 0.05, 60, float),
             timezone=get.timezone("TACHOGRAPH_TIMEZONE"),
             no_signal_grace_s=get.number("TACHOGRAPH_NO_SIGNAL_GRACE_S", 120, 0, 86400, float),
             coder_hook_secret=get.secret("TACHOGRAPH_CODER_HOOK_SECRET", min_bytes=32),

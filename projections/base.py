@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
@@ -22,6 +22,8 @@ class Envelope:
     version: int
     type: str
     data: dict[str, Any]
+    # The payload bytes exactly as stored, for projections that hash the log itself.
+    state: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def at(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from projections.base import Projection
 from projections.hook_audit import HookAuditProjection
+from projections.log_checkpoints import LogChainProjection
 from projections.sessions import SessionsProjection
 from projections.workspaces import WorkspacesProjection
 
@@ -11,6 +12,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     WorkspacesProjection,
     SessionsProjection,
     HookAuditProjection,
+    LogChainProjection,
 )
 
 

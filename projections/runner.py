@@ -37,6 +37,7 @@ def decode(app: Tachograph, notification: Notification) -> Envelope:
         version=notification.originator_version,
         type=notification.topic,
         data=data,
+        state=notification.state,
     )
 
 

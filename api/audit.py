@@ -1,0 +1,271 @@
+"""Audit integrity: verify the log's hash chain, export checkpoints, replay projections."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from domain.application import Tachograph
+from domain.log_chain import Checkpoint, signing_key_id
+from domain.log_verify import VerifyReport, verify_chain
+from infra.log_scan import count_events, log_head, scan_events, stored_position
+from infra.settings import Settings
+from projections.base import Projection
+from projections.log_checkpoints import (
+    all_checkpoints,
+    attach_signing_key,
+    chained_seq,
+    recorded_links,
+    recorded_position,
+)
+from projections.replay import ProjectionReplay, ReplayError, replay, select_projections
+from projections.store import ReadStore
+
+CHECKPOINTS_FORMAT = "tachograph-checkpoints/1"
+
+
+@dataclass(frozen=True)
+class _Lookups:
+    app: Tachograph
+    store: ReadStore
+
+    def recorded_position(self, aggregate_id: str, version: int) -> int | None:
+        return recorded_position(self.store, aggregate_id, version)
+
+    def stored_position(self, aggregate_id: str, version: int) -> int | None:
+        return stored_position(self.app, aggregate_id, version)
+
+
+def verify_log(
+    app: Tachograph,
+    store: ReadStore,
+    key: str | None,
+    *,
+    against: Sequence[Checkpoint] | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
+) -> VerifyReport:
+    """Verify the stored log against the recorded chain and the ledger (or given checkpoints)."""
+    # Read order matters while writers append: chain length first, then the ledger (which
+    # then holds every checkpoint of that chain), then the head (which covers them all).
+    chained = chained_seq(store, sys.maxsize) if against is None else 0
+    checkpoints = all_checkpoints(store) if against is None else list(against)
+    head = log_head(app)
+    if on_total is not None:
+        on_total(count_events(app, head))
+    return verify_chain(
+        scan_events(app, head),
+        recorded_links(store, head),
+        checkpoints,
+        _Lookups(app, store),
+        key=key,
+        source="ledger" if against is None else "file",
+        chained_seq=chained,
+        progress=progress,
+    )
+
+
+def checkpoints_document(store: ReadStore, key: str | None) -> dict[str, Any]:
+    """Every checkpoint, oldest first, in the file format auditors keep."""
+    return {
+        "format": CHECKPOINTS_FORMAT,
+        "exportedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "signingKeyId": signing_key_id(key) if key else None,
+        "checkpoints": [c.as_dict() for c in all_checkpoints(store)],
+    }
+
+
+def load_checkpoints(path: Path) -> list[Checkpoint]:
+    """Parse an exported checkpoints file; ValueError with a reason when it is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINTS_FORMAT:
+        raise ValueError(f"{path} is not a {CHECKPOINTS_FORMAT} file")
+    items = doc.get("checkpoints")
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: 'checkpoints' must be a list")
+    return [Checkpoint.from_dict(item) for item in items]
+
+
+# CLI
+
+
+@dataclass
+class _Context:
+    settings: Settings
+    app: Tachograph
+    store: ReadStore
+    projections: list[Projection]
+
+    def close(self) -> None:
+        self.store.close()
+        self.app.close()
+
+
+@contextmanager
+def _open(settings: Settings) -> Iterator[_Context]:
+    # Not build_services: an audit command must not append to the log it is auditing.
+    from api.bootstrap import open_read_store
+    from infra.event_store import open_application, schema_lock
+    from projections.registry import all_projections
+    from projections.runner import ensure_schema
+
+    projections = all_projections()
+    with schema_lock(settings):
+        app = open_application(settings)
+        store = open_read_store(settings)
+        ensure_schema(store, projections)
+    context = _Context(settings, app, store, projections)
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+def _progress(description: str) -> Any:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Events per second."""
+
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} events/s" if speed else "- events/s")
+
+    return Progress(
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
+
+
+def cli_verify(settings: Settings, against: str | None, as_json: bool, out: TextIO) -> int:
+    """`tachograph verify [--against FILE]`: 0 when the chain holds, 1 at a break."""
+    anchors = None
+    if against is not None:
+        try:
+            anchors = load_checkpoints(Path(against))
+        except ValueError as exc:
+            print(f"tachograph: {exc}", file=sys.stderr)
+            return 2
+    started = time.monotonic()
+    with _open(settings) as ctx, _progress("verifying") as bar:
+        task = bar.add_task("verify", total=None)
+        report = verify_log(
+            ctx.app,
+            ctx.store,
+            settings.log_signing_key,
+            against=anchors,
+            progress=lambda n: bar.advance(task, n),
+            on_total=lambda total: bar.update(task, total=total),
+        )
+    elapsed = time.monotonic() - started
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if as_json:
+        out.write(json.dumps(report.as_dict(), indent=2) + "\n")
+    elif report.chain_break is None:
+        out.write(
+            f"OK: {report.events} events verified through position {report.head_position} "
+            f"in {elapsed:.1f} s ({report.events / max(elapsed, 1e-9):,.0f} events/s); "
+            f"{report.checkpoints_checked} {report.source} checkpoints matched "
+            f"({report.signed} signed, {report.unsigned} unsigned)\n"
+        )
+    else:
+        b = report.chain_break
+        out.write(f"BROKEN at position {b.position}: {b.kind}. {b.message}\n")
+    return 0 if report.ok else 1
+
+
+def cli_checkpoints(settings: Settings, out_path: str | None, out: TextIO) -> int:
+    """`tachograph checkpoints [--out FILE]`: export the checkpoints for an auditor to keep."""
+    with _open(settings) as ctx:
+        doc = checkpoints_document(ctx.store, settings.log_signing_key)
+    text = json.dumps(doc, indent=1) + "\n"
+    if out_path:
+        Path(out_path).write_text(text, encoding="utf-8")
+    else:
+        out.write(text)
+    print(f"exported {len(doc['checkpoints'])} checkpoints", file=sys.stderr)
+    return 0
+
+
+def cli_replay(
+    settings: Settings, names: Sequence[str], swap: bool, as_json: bool, out: TextIO
+) -> int:
+    """`tachograph replay`: 0 when every rebuilt projection equals (or replaced) the live one."""
+    with _open(settings) as ctx:
+        attach_signing_key(ctx.projections, settings.log_signing_key)
+        try:
+            selected = select_projections(ctx.projections, names)
+        except ReplayError as exc:
+            print(f"tachograph: {exc}", file=sys.stderr)
+            return 2
+        total = count_events(ctx.app, log_head(ctx.app))
+        started = time.monotonic()
+        with _progress("replaying") as bar:
+            task = bar.add_task("replay", total=total)
+            reports = replay(
+                ctx.app, ctx.store, selected, swap=swap, progress=lambda n: bar.advance(task, n)
+            )
+        elapsed = time.monotonic() - started
+    print(
+        f"replayed {total} events into {len(reports)} projections in {elapsed:.1f} s "
+        f"({total / max(elapsed, 1e-9):,.0f} events/s)",
+        file=sys.stderr,
+    )
+    if as_json:
+        out.write(json.dumps([r.as_dict() for r in reports], indent=2) + "\n")
+    else:
+        for report in reports:
+            out.write(_describe(report))
+    failed = [r for r in reports if r.drift and not r.swapped]
+    return 1 if failed else 0
+
+
+def _describe(report: ProjectionReplay) -> str:
+    lines = []
+    if not report.drift:
+        sizes = ", ".join(f"{t.table} {t.live_rows} rows" for t in report.tables)
+        lines.append(f"{report.name}: no drift at position {report.position} ({sizes})")
+    else:
+        lines.append(f"{report.name}: DRIFT at position {report.position}")
+        if report.problem:
+            lines.append(f"  {report.problem}")
+        for t in report.tables:
+            if t.equal:
+                continue
+            lines.append(f"  {t.table}: live {t.live_rows} rows, rebuilt {t.rebuilt_rows} rows")
+            for label, keys in (
+                ("changed", t.changed),
+                ("only live", t.only_live),
+                ("only rebuilt", t.only_rebuilt),
+            ):
+                for key in keys:
+                    lines.append(f"    {label}: {key}")
+    if report.swapped:
+        lines.append(f"  swapped: live tables replaced at position {report.position}")
+    if report.swap_refused:
+        lines.append(f"  swap refused: {report.swap_refused}")
+    return "\n".join(lines) + "\n"

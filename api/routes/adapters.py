@@ -1,0 +1,184 @@
+"""Agent adapters: Claude Code's native HTTP hook and Coder's signed chat webhook."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import Counter
+from starlette.concurrency import run_in_threadpool
+
+from api.adapters.claude_code import ClaudePayloadError, claude_payload_to_ingest, decision_to_claude
+from api.adapters.coder import (
+    CoderAuthError,
+    coder_session_key,
+    coder_to_ingest,
+    decision_to_coder,
+    sign_coder_response,
+    timeout_answer,
+    verify_coder_request,
+)
+from api.bootstrap import Services
+from api.deps import ActorDep, ServicesDep
+from api.errors import ApiError
+from domain.gateway import IngestEvent, IngestResult, agent_session_uuid
+from domain.workspace import DEFAULT_WORKSPACE
+
+router = APIRouter(prefix="/hooks", tags=["agent adapters"])
+
+REJECTED_WEBHOOKS = Counter(
+    "tachograph_webhook_rejected_total", "Coder webhook requests that failed verification", ["reason"]
+)
+
+# Coder dispatches wait on this pool so a slow handler chain can be abandoned at
+# half of Coder's timeout while it still finishes (and records) in the background.
+_CODER_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="coder-dispatch")
+
+_FIELD_NAMES = {
+    "eventId": "event_id", "turnId": "turn_id", "agent": "agent",
+    "agentSessionId": "agent_session_id", "toolName": "tool_name", "toolCallId": "tool_call_id",
+    "toolInput": "tool_input", "toolResponse": "tool_response", "prompt": "prompt",
+    "lastAssistantMessage": "last_assistant_message", "subagentId": "subagent_id",
+    "model": "model", "detail": "detail",
+}
+
+
+def ingest_event(fields: dict[str, Any]) -> IngestEvent:
+    """Adapter output (camelCase ingest fields) as the gateway's IngestEvent."""
+    kwargs = {_FIELD_NAMES[k]: v for k, v in fields.items() if k in _FIELD_NAMES}
+    return IngestEvent(event=fields["event"], **kwargs)
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
+
+
+def _header(request: Request, name: str) -> str | None:
+    # Claude Code sends an empty header when an allowed env var is unset: treat as absent.
+    value = request.headers.get(name, "").strip()
+    return value or None
+
+
+def _position_headers(result: IngestResult) -> dict[str, str]:
+    headers = {}
+    if result.position is not None:
+        headers["x-tachograph-position"] = str(result.position)
+    if not result.recorded:
+        headers["x-tachograph-recorded"] = "false"
+    return headers
+
+
+@router.post("/claude")
+async def claude_hook(request: Request, services: ServicesDep, actor: ActorDep) -> JSONResponse:
+    """Claude Code's native HTTP hook: its hook JSON in, its answer format out."""
+    payload = await _json_body(request)
+    try:
+        fields = dict(claude_payload_to_ingest(payload))
+    except ClaudePayloadError as exc:
+        raise ApiError(422, "invalid_hook_payload", f"{exc}.") from None
+    session_id = _claude_session(request, fields)
+    workspace = _header(request, "x-tachograph-workspace") or DEFAULT_WORKSPACE
+    event = ingest_event(fields)
+    result = await run_in_threadpool(
+        _claude_dispatch, services, session_id, workspace, event, actor
+    )
+    answer, _ = decision_to_claude(event.event, result.decision())
+    return JSONResponse(answer, headers=_position_headers(result))
+
+
+def _claude_session(request: Request, fields: dict[str, Any]) -> UUID:
+    explicit = _header(request, "x-tachograph-session-id")
+    if explicit is not None:
+        try:
+            return UUID(explicit)
+        except ValueError:
+            raise ApiError(
+                422, "validation_error", "x-tachograph-session-id must be a UUID."
+            ) from None
+    native = fields.get("agentSessionId")
+    if not native:
+        raise ApiError(
+            422,
+            "validation_error",
+            "session_id is missing: send it in the body or x-tachograph-session-id.",
+        )
+    return agent_session_uuid(f"{fields['agent']}:{native}")
+
+
+def _claude_dispatch(
+    services: Services, session_id: UUID, workspace: str, event: IngestEvent, actor: str
+) -> IngestResult:
+    services.gateway.ensure_session(
+        session_id, workspace=workspace, agent=event.agent, agent_session_id=event.agent_session_id
+    )
+    return services.gateway.ingest(
+        session_id,
+        event,
+        actor=actor,
+        annotate=lambda decision: decision_to_claude(event.event, decision)[1],
+    )
+
+
+@router.post("/coder", response_model=None)
+async def coder_hook(request: Request, services: ServicesDep) -> Response:
+    """Coder's chat lifecycle webhook: HS256-signed request in, signed answer out."""
+    settings = services.settings
+    if not settings.coder_hook_secret or not settings.coder_hook_url:
+        raise ApiError(404, "not_found", "The Coder webhook is not configured.")
+    raw = await request.body()
+    try:
+        verified = verify_coder_request(
+            request.headers.get("authorization"),
+            raw,
+            secret=settings.coder_hook_secret,
+            audience=settings.coder_hook_url,
+            issuer=settings.coder_hook_issuer,
+        )
+    except CoderAuthError as exc:
+        REJECTED_WEBHOOKS.labels(reason=exc.reason).inc()
+        raise ApiError(401, "unauthorized", "The webhook signature did not verify.") from None
+    event = ingest_event(dict(coder_to_ingest(verified)))
+    session_id = agent_session_uuid(coder_session_key(verified.chat_id))
+    future = _CODER_POOL.submit(_coder_dispatch, services, session_id, event)
+    budget = settings.coder_hook_timeout_ms / 2000
+    try:
+        result: IngestResult | None = await run_in_threadpool(future.result, budget)
+    except FutureTimeout:
+        result = None
+    answer = (
+        decision_to_coder(verified.type, result.decision())
+        if result is not None
+        else timeout_answer(verified.type)
+    )
+    body = json.dumps(answer, separators=(",", ":")).encode()
+    signature = sign_coder_response(
+        body,
+        secret=settings.coder_hook_secret,
+        jti=verified.dispatch_id,
+        type_=verified.type,
+        sub=verified.claims["sub"],
+        audience=verified.claims["aud"],
+    )
+    headers = {"Coder-Hook-Signature": signature}
+    if result is not None:
+        headers.update(_position_headers(result))
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def _coder_dispatch(services: Services, session_id: UUID, event: IngestEvent) -> IngestResult:
+    services.gateway.ensure_session(
+        session_id,
+        workspace=DEFAULT_WORKSPACE,
+        agent=event.agent,
+        agent_session_id=event.agent_session_id,
+    )
+    return services.gateway.ingest(session_id, event, actor="coder")

@@ -1,0 +1,40 @@
+"""Audit-integrity routes: the chain's checkpoints and a full verification of the stored log."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api.audit import verify_log
+from api.deps import ServicesDep
+from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
+from projections.log_checkpoints import list_checkpoints
+
+router = APIRouter(prefix="/api/log", tags=["auditors"])
+
+
+@router.get("/checkpoints")
+def checkpoints(
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+    before_seq: Annotated[int | None, Query(alias="beforeSeq", ge=1)] = None,
+) -> dict[str, Any]:
+    """Hash-chain checkpoints (every 1,000 events and at shutdown), newest first."""
+    key = services.settings.log_signing_key
+    items = [
+        {**c.as_dict(), "signatureState": c.signature_state(key)}
+        for c in list_checkpoints(services.store, limit, before_seq)
+    ]
+    return {
+        "items": items,
+        "interval": CHECKPOINT_INTERVAL,
+        "signingKeyId": signing_key_id(key) if key else None,
+    }
+
+
+@router.get("/verify")
+def verify(services: ServicesDep) -> dict[str, Any]:
+    """Recompute the hash chain over the stored log; `ok` false names the first break."""
+    report = verify_log(services.app, services.store, services.settings.log_signing_key)
+    return report.as_dict()

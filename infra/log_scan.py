@@ -1,0 +1,87 @@
+"""Raw reads of the stored log for verification: bytes as stored, no decoding, keyset pages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID
+
+from domain.application import Tachograph
+from domain.log_chain import canonical_id
+from domain.log_verify import StoredEvent
+
+
+def _is_sqlite(app: Tachograph) -> bool:
+    return type(app.recorder).__module__.endswith("sqlite")
+
+
+def events_table(app: Tachograph) -> str:
+    """Qualified name of the table holding the log (for tools and tamper tests)."""
+    recorder: Any = app.recorder
+    if _is_sqlite(app):
+        return str(recorder.events_table_name)
+    return f'"{recorder.datastore.schema}"."{recorder.events_table_name}"'
+
+
+def _position_column(app: Tachograph) -> str:
+    return "rowid" if _is_sqlite(app) else "notification_id"
+
+
+def _query(app: Tachograph, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    recorder: Any = app.recorder
+    if not _is_sqlite(app):
+        sql = sql.replace("?", "%s")
+    with recorder.datastore.transaction(commit=False) as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
+def log_head(app: Tachograph) -> int:
+    """Highest position in the log (0 when empty)."""
+    return int(app.recorder.max_notification_id() or 0)
+
+
+def count_events(app: Tachograph, upto: int) -> int:
+    """How many events are stored at or below a position."""
+    column = _position_column(app)
+    rows = _query(
+        app, f"SELECT COUNT(*) AS n FROM {events_table(app)} WHERE {column} <= ?", (upto,)
+    )
+    return int(rows[0]["n"])
+
+
+def scan_events(app: Tachograph, upto: int, batch: int = 10_000) -> Iterator[StoredEvent]:
+    """Every stored event at or below `upto`, in log order, payload bytes untouched."""
+    column = _position_column(app)
+    sql = (
+        f"SELECT {column} AS position, originator_id, originator_version, topic, state "
+        f"FROM {events_table(app)} WHERE {column} > ? AND {column} <= ? "
+        f"ORDER BY {column} LIMIT ?"
+    )
+    after = 0
+    while True:
+        rows = _query(app, sql, (after, upto, batch))
+        for row in rows:
+            yield StoredEvent(
+                position=int(row["position"]),
+                aggregate_id=canonical_id(row["originator_id"]),
+                version=int(row["originator_version"]),
+                type=str(row["topic"]),
+                payload=bytes(row["state"]),
+            )
+        if len(rows) < batch:
+            return
+        after = int(rows[-1]["position"])
+
+
+def stored_position(app: Tachograph, aggregate_id: str, version: int) -> int | None:
+    """Where the log stores one aggregate version now, if anywhere."""
+    column = _position_column(app)
+    key: Any = UUID(aggregate_id).hex if _is_sqlite(app) else UUID(aggregate_id)
+    rows = _query(
+        app,
+        f"SELECT {column} AS position FROM {events_table(app)} "
+        "WHERE originator_id = ? AND originator_version = ?",
+        (key, version),
+    )
+    return int(rows[0]["position"]) if rows else None

@@ -1,0 +1,267 @@
+"""Log checkpoints read model: the hash chain's link per event, and the signed checkpoint ledger.
+
+`rm_log_links` holds one row per event (position, seq, aggregate, version, type, link),
+written in the runner's batch transaction, so it is exactly what the log looked like
+when each event arrived. It is a pure function of the log: a rebuild equals it unless
+the log was altered afterwards (then the drift names the altered positions).
+
+`log_checkpoints` is a ledger, deliberately outside the projection's rebuildable
+tables: a checkpoint records what the chain *was*, so a rebuild, a replay or a swap
+never writes or rewrites one. The live projection appends a checkpoint in the same
+transaction as every 1,000th link; processes append one at shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from domain.log_chain import (
+    CHECKPOINT_INTERVAL,
+    GENESIS,
+    PERIODIC,
+    SHUTDOWN,
+    Checkpoint,
+    canonical_id,
+    chain_link,
+)
+from domain.log_verify import RecordedLink
+from projections.base import Envelope, Projection
+from projections.runner import ProjectionRunner
+from projections.store import Cursor, ReadStore
+
+log = logging.getLogger(__name__)
+
+LIVE_PREFIX = "rm_"
+CHECKPOINTS_TABLE = "log_checkpoints"
+LINKS_TABLE = LIVE_PREFIX + "log_links"
+
+_CHECKPOINTS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {CHECKPOINTS_TABLE} (seq BIGINT PRIMARY KEY, "
+    "position BIGINT NOT NULL, link TEXT NOT NULL, kind TEXT NOT NULL, key_id TEXT, "
+    "signature TEXT, recorded_at TEXT NOT NULL)"
+)
+
+
+@dataclass(frozen=True)
+class _Head:
+    position: int
+    seq: int
+    link: str
+
+
+class LogChainProjection(Projection):
+    """Chains every event (whatever its type) and checkpoints the chain every 1,000 events."""
+
+    name = "log_checkpoints"
+    tables = {
+        "log_links": [
+            "CREATE TABLE IF NOT EXISTS {t} (position BIGINT PRIMARY KEY, seq BIGINT NOT NULL, "
+            "aggregate_id TEXT NOT NULL, version BIGINT NOT NULL, type TEXT NOT NULL, "
+            "link TEXT NOT NULL)",
+            "CREATE UNIQUE INDEX IF NOT EXISTS {t}_seq ON {t} (seq)",
+            "CREATE INDEX IF NOT EXISTS {t}_key ON {t} (aggregate_id, version)",
+            # The ledger is created beside the links but is not one of the projection's
+            # tables, so rebuilds never drop, compare or swap it.
+            _CHECKPOINTS_DDL,
+        ]
+    }
+    # A rebuild over an altered log must never replace the chain recorded on arrival:
+    # `replay --swap` refuses to swap this projection unless it equals the live one.
+    swap_requires_equal = True
+
+    def __init__(self, prefix: str = LIVE_PREFIX) -> None:
+        super().__init__(prefix)
+        # Set by the composition root from TACHOGRAPH_LOG_SIGNING_KEY; None records unsigned.
+        self.signing_key: str | None = None
+        # Only the live chain appends to the ledger; a rebuild's chain is for comparison.
+        self.records_checkpoints = prefix == LIVE_PREFIX
+        self._head: tuple[weakref.ref[Cursor], _Head] | None = None
+
+    def apply(self, cur: Cursor, envelope: Envelope) -> None:
+        """Append the event's link (every event type, so the chain covers the whole log)."""
+        head = self._current_head(cur)
+        if envelope.position <= head.position:
+            return
+        aggregate_id = canonical_id(envelope.aggregate_id)
+        link = chain_link(
+            head.link,
+            envelope.position,
+            aggregate_id,
+            envelope.version,
+            envelope.type,
+            envelope.state,
+        )
+        seq = head.seq + 1
+        cur.execute(
+            f"INSERT INTO {self.t['log_links']} (position, seq, aggregate_id, version, type, "
+            "link) VALUES (?,?,?,?,?,?)",
+            (envelope.position, seq, aggregate_id, envelope.version, envelope.type, link),
+        )
+        self._head = (weakref.ref(cur), _Head(envelope.position, seq, link))
+        if self.records_checkpoints and seq % CHECKPOINT_INTERVAL == 0:
+            checkpoint = Checkpoint(seq, envelope.position, link, PERIODIC, recorded_at=_now())
+            insert_checkpoint(cur, checkpoint.signed(self.signing_key))
+
+    def _current_head(self, cur: Cursor) -> _Head:
+        # The head is cached only for the transaction that produced it (one cursor per
+        # transaction): another process may extend the chain between our batches, and a
+        # rolled-back batch must not leave a head that was never committed.
+        if self._head is not None and self._head[0]() is cur:
+            return self._head[1]
+        cur.execute(
+            f"SELECT position, seq, link FROM {self.t['log_links']} ORDER BY position DESC LIMIT 1"
+        )
+        row = cur.fetchone()
+        head = (
+            _Head(0, 0, GENESIS)
+            if row is None
+            else _Head(int(row["position"]), int(row["seq"]), str(row["link"]))
+        )
+        self._head = (weakref.ref(cur), head)
+        return head
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def insert_checkpoint(cur: Cursor, checkpoint: Checkpoint) -> None:
+    """Append to the ledger; an existing checkpoint for that seq is never replaced."""
+    cur.execute(
+        f"INSERT INTO {CHECKPOINTS_TABLE} (seq, position, link, kind, key_id, signature, "
+        "recorded_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (seq) DO NOTHING",
+        (
+            checkpoint.seq,
+            checkpoint.position,
+            checkpoint.link,
+            checkpoint.kind,
+            checkpoint.key_id,
+            checkpoint.signature,
+            checkpoint.recorded_at or _now(),
+        ),
+    )
+
+
+def attach_signing_key(projections: Iterable[Projection], key: str | None) -> None:
+    """Give the live chain projection the key its checkpoints are signed with."""
+    for projection in projections:
+        if isinstance(projection, LogChainProjection):
+            projection.signing_key = key
+            if key is None and projection.records_checkpoints:
+                log.warning(
+                    "TACHOGRAPH_LOG_SIGNING_KEY is unset: log checkpoints are recorded "
+                    "unsigned, so they prove nothing against someone who can rewrite the "
+                    "database; set it (kept outside the database) in every process"
+                )
+
+
+def _checkpoint(row: dict[str, Any]) -> Checkpoint:
+    return Checkpoint(
+        seq=int(row["seq"]),
+        position=int(row["position"]),
+        link=str(row["link"]),
+        kind=str(row["kind"]),
+        key_id=row["key_id"],
+        signature=row["signature"],
+        recorded_at=row["recorded_at"],
+    )
+
+
+def list_checkpoints(
+    store: ReadStore, limit: int, before_seq: int | None = None
+) -> list[Checkpoint]:
+    """Checkpoints, newest first."""
+    sql = f"SELECT * FROM {CHECKPOINTS_TABLE}"
+    params: list[Any] = []
+    if before_seq is not None:
+        sql += " WHERE seq < ?"
+        params.append(before_seq)
+    sql += " ORDER BY seq DESC LIMIT ?"
+    params.append(limit)
+    return [_checkpoint(r) for r in store.query(sql, params)]
+
+
+def all_checkpoints(store: ReadStore, upto: int | None = None) -> list[Checkpoint]:
+    """Every checkpoint (at or below a position), oldest first."""
+    sql = f"SELECT * FROM {CHECKPOINTS_TABLE}"
+    params: list[Any] = []
+    if upto is not None:
+        sql += " WHERE position <= ?"
+        params.append(upto)
+    return [_checkpoint(r) for r in store.query(sql + " ORDER BY seq", params)]
+
+
+def recorded_links(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLink]:
+    """The live chain's links at or below a position, in log order, read in pages."""
+    after = 0
+    while True:
+        rows = store.query(
+            f"SELECT * FROM {LINKS_TABLE} WHERE position > ? AND position <= ? "
+            "ORDER BY position LIMIT ?",
+            (after, upto, batch),
+        )
+        for r in rows:
+            yield RecordedLink(
+                position=int(r["position"]),
+                seq=int(r["seq"]),
+                aggregate_id=str(r["aggregate_id"]),
+                version=int(r["version"]),
+                type=str(r["type"]),
+                link=str(r["link"]),
+            )
+        if len(rows) < batch:
+            return
+        after = int(rows[-1]["position"])
+
+
+def chained_seq(store: ReadStore, upto: int) -> int:
+    """How many events the live chain covers at or below a position."""
+    row = store.query_one(f"SELECT MAX(seq) AS seq FROM {LINKS_TABLE} WHERE position <= ?", (upto,))
+    return int(row["seq"]) if row and row["seq"] is not None else 0
+
+
+def recorded_position(store: ReadStore, aggregate_id: str, version: int) -> int | None:
+    """Where the live chain recorded one aggregate version, if anywhere."""
+    row = store.query_one(
+        f"SELECT position FROM {LINKS_TABLE} WHERE aggregate_id = ? AND version = ?",
+        (aggregate_id, version),
+    )
+    return int(row["position"]) if row else None
+
+
+def checkpoint_head(store: ReadStore, key: str | None, kind: str = SHUTDOWN) -> Checkpoint | None:
+    """Record a checkpoint at the chain's current head (none when the chain is empty)."""
+    with store.transaction() as cur:
+        cur.execute(f"SELECT position, seq, link FROM {LINKS_TABLE} ORDER BY position DESC LIMIT 1")
+        row = cur.fetchone()
+        if row is None:
+            return None
+        checkpoint = Checkpoint(
+            int(row["seq"]), int(row["position"]), str(row["link"]), kind, recorded_at=_now()
+        ).signed(key)
+        insert_checkpoint(cur, checkpoint)
+    return checkpoint
+
+
+def checkpoint_at_shutdown(runner: ProjectionRunner, max_batches: int = 50) -> None:
+    """Chain what is left (bounded), then checkpoint the head; never fails a shutdown."""
+    chain = next((p for p in runner.projections if isinstance(p, LogChainProjection)), None)
+    if chain is None or not chain.records_checkpoints:
+        return
+    try:
+        for _ in range(max_batches):
+            if runner.run_once() < runner.batch_size:
+                break
+        checkpoint = checkpoint_head(runner.store, chain.signing_key)
+    except Exception as exc:  # noqa: BLE001 - shutdown must go on when the store is away
+        log.warning("no shutdown checkpoint recorded: %s: %s", type(exc).__name__, exc)
+        return
+    if checkpoint is not None:
+        log.info(
+            "log checkpoint at shutdown: seq %d, position %d", checkpoint.seq, checkpoint.position
+        )

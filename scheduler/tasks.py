@@ -1,0 +1,499 @@
+"""Task jobs: poll and execute due tasks, materialise schedules, restart recovery, maintenance.
+
+Jobs stay thin: they call the domain services (which enforce every invariant through
+optimistic concurrency) and the command runner (which owns the process).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+from uuid import UUID
+
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from domain.application import Tachograph
+from domain.gateway import IngestEvent
+from domain.schedules import ScheduleService
+from domain.task_policy import CANCELLING, RUNNING, classify_failure, truncate_utf8
+from domain.tasks import Claim, TaskService, utcnow
+from domain.transcript import Transcript
+from infra.agent_stream import AgentStream, Record
+from infra.event_store import schema_lock
+from infra.executor import (
+    CommandRunner,
+    CommandSpec,
+    RunResult,
+    build_argv,
+    describe_exit,
+    task_env,
+)
+from infra.settings import Settings
+from projections.schedules import due_user_schedule_ids
+from projections.store import ReadStore
+from projections.tasks import active_task_ids, due_task_ids
+from scheduler.cron import cron_fire_times
+from scheduler.liveness import WorkerRegistry
+from scheduler.runtime import Job
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 256  # activity records written per flush at most; the rest are counted as dropped
+RECOVERY_INTERVAL_S = 30.0
+HEARTBEAT_INTERVAL_S = 5.0
+
+
+class TaskHooks(Protocol):
+    """The hook gateway as the executor uses it (TaskStart/TaskStop are observational)."""
+
+    def ingest(self, session_id: UUID, ev: IngestEvent, *, actor: str) -> Any: ...
+
+
+class TranscriptWriter:
+    """Parses stdout lines into records and writes them in throttled batches."""
+
+    def __init__(self, service: TaskService, claim: Claim, *, max_batch: int = MAX_BATCH) -> None:
+        self.service = service
+        self.claim = claim
+        self.stream = AgentStream()
+        self.transcript: Transcript | None = claim.transcript
+        self.pending: deque[Record] = deque(maxlen=max_batch)
+        self.dropped = 0
+        self.written = 0
+
+    def line(self, text: str) -> None:
+        """Parse one stdout line; only the newest records survive a burst."""
+        at = self.service.clock().isoformat()
+        for record in self.stream.parse(text):
+            self.note_record({**record, "at": at})
+
+    def note(self, kind: str, text: str) -> None:
+        """A record from Tachograph itself (status changes, errors)."""
+        field = "error" if kind == "error" else "text"
+        self.note_record({"kind": kind, "agent": "tachograph", field: text})
+
+    def note_record(self, record: Record) -> None:
+        if len(self.pending) == self.pending.maxlen:
+            self.dropped += 1
+        self.pending.append(record)
+
+    def flush(self) -> None:
+        """Write what accumulated since the last flush (one transaction)."""
+        if not self.pending and not self.dropped:
+            return
+        batch = list(self.pending)
+        if self.dropped:
+            note = f"{self.dropped} activity records dropped (agent output throttled)"
+            batch.insert(0, {"kind": "status", "agent": "tachograph", "text": note})
+        try:
+            transcript = self.transcript or self._reload()
+            self.service.append_activity(transcript, batch)
+        except Exception as exc:  # noqa: BLE001 - activity is best effort; the run goes on
+            log.warning("activity write failed: %s", exc, extra={"task_id": self.claim.task_id})
+            self.transcript = None  # its version moved on in memory only: reload next time
+            return
+        self.pending.clear()
+        self.dropped = 0
+        self.written += len(batch)
+
+    def _reload(self) -> Transcript:
+        transcript = self.service.transcript(self.claim.task_id, self.claim.attempt)
+        if transcript is None:
+            raise RuntimeError("transcript missing")
+        self.transcript = transcript
+        return transcript
+
+
+class StopCheck:
+    """Asked every tick whether to stop; reads the task (cheaply, a few times a second)."""
+
+    def __init__(
+        self,
+        service: TaskService,
+        claim: Claim,
+        worker: str,
+        shutdown: threading.Event,
+        interval_s: float = 0.25,
+    ) -> None:
+        self.service = service
+        self.claim = claim
+        self.worker = worker
+        self.shutdown = shutdown
+        self.interval_s = interval_s
+        self._next = 0.0
+
+    def __call__(self) -> str | None:
+        if self.shutdown.is_set():
+            return "shutdown"
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + self.interval_s
+        try:
+            task = self.service.find(self.claim.task_id)
+        except Exception:  # noqa: BLE001 - a database blip must not stop a healthy run
+            return None
+        if task is None or not task.is_current(self.claim.attempt) or task.worker != self.worker:
+            return "lost"  # recovered elsewhere: this attempt no longer counts
+        return "cancelled" if task.status == CANCELLING else None
+
+
+class TaskExecutor:
+    """Slots for concurrent attempts; claims due tasks while slots are free."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: Tachograph,
+        store: ReadStore,
+        service: TaskService,
+        runner: CommandRunner,
+        hooks: TaskHooks | None,
+        worker: str,
+    ) -> None:
+        assert settings.task_command is not None
+        self.settings = settings
+        self.template = settings.task_command
+        self.app = app
+        self.store = store
+        self.service = service
+        self.runner = runner
+        self.hooks = hooks
+        self.worker = worker
+        self.slots = int(settings.task_concurrency)
+        self.shutting_down = threading.Event()
+        self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
+        self._again = threading.Event()
+        self._threads: dict[UUID, threading.Thread] = {}
+
+    def owns(self, task_id: UUID) -> bool:
+        with self._lock:
+            return task_id in self._threads
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._threads)
+
+    def poll(self) -> int:
+        """Claim due tasks into free slots; return how many attempts started."""
+        if not self._poll_lock.acquire(blocking=False):
+            self._again.set()  # the poller in progress goes round once more
+            return 0
+        started = 0
+        try:
+            while True:
+                self._again.clear()
+                started += self._fill()
+                if not self._again.is_set() or self.shutting_down.is_set():
+                    return started
+        finally:
+            self._poll_lock.release()
+
+    def _fill(self) -> int:
+        started = 0
+        free = self.slots - self.running()
+        if free <= 0 or self.shutting_down.is_set():
+            return 0
+        for task_id in due_task_ids(self.store, self.service.clock(), free * 4):
+            if self.slots - self.running() <= 0 or self.shutting_down.is_set():
+                break
+            if self.owns(UUID(task_id)):
+                continue
+            claim = self.service.claim(UUID(task_id), self.worker)
+            if claim is None:
+                continue  # not due after all, or another worker won the claim
+            thread = threading.Thread(
+                target=self._run, args=(claim,), name=f"task-{task_id[:8]}", daemon=True
+            )
+            with self._lock:
+                self._threads[claim.task_id] = thread
+            thread.start()
+            started += 1
+        return started
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Stop every attempt (SIGTERM, grace, SIGKILL), record it, then return."""
+        self.shutting_down.set()
+        limit = timeout or self.runner.grace_s + self.runner.reap_wait_s + 15.0
+        deadline = time.monotonic() + limit
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.1))
+
+    def _run(self, claim: Claim) -> None:
+        try:
+            self._attempt(claim)
+        except Exception:  # noqa: BLE001 - a bug in one attempt must not kill the worker
+            log.exception("task attempt crashed", extra={"task_id": claim.task_id})
+            self._settle_retrying(
+                lambda: self.service.recover(
+                    claim.task_id,
+                    claim.attempt,
+                    self.worker,
+                    "the executor failed during the attempt",
+                )
+            )
+        finally:
+            with self._lock:
+                self._threads.pop(claim.task_id, None)
+            if not self.shutting_down.is_set():
+                self.poll()
+
+    def _attempt(self, claim: Claim) -> None:
+        context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}
+        log.info("task attempt %d started", claim.attempt, extra=context)
+        self._hook(claim, "TaskStart", {})
+        writer = TranscriptWriter(self.service, claim)
+        writer.note("status", f"attempt {claim.attempt} started")
+        workspace = self.app.get_workspace(claim.workspace)
+        cwd = Path(self.settings.workspace_root, workspace.path).resolve()
+        spec = CommandSpec(
+            argv=build_argv(
+                self.template,
+                prompt=claim.prompt,
+                model=claim.model,
+                task_id=str(claim.task_id),
+                workspace=str(cwd),
+            ),
+            cwd=cwd,
+            env=task_env(
+                dict(os.environ),
+                drop=self.settings.secrets.keys(),
+                task_id=str(claim.task_id),
+                turn_id=claim.turn_id,
+                session_id=str(claim.session_id),
+                url=self.settings.url,
+                workspace=claim.workspace,
+            ),
+        )
+        stop = StopCheck(self.service, claim, self.worker, self.shutting_down)
+
+        def unreaped() -> None:
+            detail = "the process could not be reaped after SIGKILL; it keeps its slot"
+            log.error("task attempt interrupted: %s", detail, extra=context)
+            writer.note("status", f"interrupted: {detail}")
+            writer.flush()
+            self._settle_retrying(
+                lambda: self.service.mark_interrupted(claim.task_id, claim.attempt, detail)
+            )
+
+        result = self.runner.run(spec, writer, stop, unreaped)
+        writer.note(*_ending(result, self.runner.timeout_s))
+        writer.flush()
+        if not result.reaped:
+            return  # never reaped: the state stays running; recovery settles it later
+        status = self._settle_retrying(lambda: self._settle(claim, result, writer))
+        log.info("task attempt %d ended: %s", claim.attempt, status, extra=context)
+        self._hook(claim, "TaskStop", {"status": status, "exit": describe_exit(result)})
+
+    def _settle(self, claim: Claim, result: RunResult, writer: TranscriptWriter) -> str:
+        """Make the attempt's end durable (the process has been reaped)."""
+        s = self.service
+        if result.stopped == "lost":
+            return "lost"
+        if result.stopped == "shutdown":
+            s.recover(claim.task_id, claim.attempt, self.worker, "the worker shut down")
+        elif result.stopped == "cancelled":
+            s.cancelled(claim.task_id, claim.attempt)
+        elif result.stopped == "timeout":
+            timeout = f"timed out after {self.runner.timeout_s:g} s"
+            s.fail(claim.task_id, claim.attempt, "timeout", timeout)
+        elif result.spawn_error is not None:
+            error_class = result.spawn_error_class or "configuration"
+            s.fail(claim.task_id, claim.attempt, error_class, result.spawn_error)
+        elif result.exit_code == 0:
+            s.complete(claim.task_id, claim.attempt, writer.stream.outcome)
+        else:
+            detail = writer.stream.last_error or _last_line(result.stderr_tail)
+            evidence = "\n".join(t for t in (writer.stream.last_error, result.stderr_tail) if t)
+            error_class = classify_failure(result.exit_code, evidence)
+            message = describe_exit(result) + (f": {detail}" if detail else "")
+            s.fail(claim.task_id, claim.attempt, error_class, message)
+        task = s.find(claim.task_id)
+        return task.status if task is not None else "deleted"
+
+    def _settle_retrying(self, record: Callable[[], Any]) -> Any:
+        """Record through a database blip (bounded), so a reaped attempt is not left running."""
+        delay = 0.25
+        for _ in range(6):
+            try:
+                return record()
+            except Exception as exc:  # noqa: BLE001 - retried, then left to restart recovery
+                log.warning("recording a task state failed; retrying: %s", exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 4.0)
+        return None
+
+    def _hook(self, claim: Claim, event: str, detail: dict[str, Any]) -> None:
+        if self.hooks is None:
+            return
+        ev = IngestEvent(
+            event=event,
+            event_id=f"{claim.turn_id}:{event}",
+            turn_id=claim.turn_id,
+            agent="tachograph-task",
+            model=claim.model,
+            detail={"taskId": str(claim.task_id), "attempt": claim.attempt, **detail},
+        )
+        try:
+            self.hooks.ingest(claim.session_id, ev, actor="system")
+        except Exception as exc:  # noqa: BLE001 - observational hooks never fail a task
+            log.warning("%s hook failed: %s", event, exc, extra={"task_id": claim.task_id})
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return truncate_utf8(lines[-1], 1024) if lines else ""
+
+
+def _ending(result: RunResult, timeout_s: float) -> tuple[str, str]:
+    """The closing activity record of an attempt."""
+    if result.spawn_error:
+        return "error", result.spawn_error
+    how = describe_exit(result)
+    if result.stopped == "timeout":
+        how = f"timed out after {timeout_s:g} s; {how}"
+    elif result.stopped in ("cancelled", "shutdown"):
+        how = f"stopped ({result.stopped}); {how}"
+    if result.killed:
+        how += " (after SIGKILL)"
+    kind = "status" if result.exit_code == 0 and result.stopped is None else "error"
+    return kind, how
+
+
+class TaskRuntime:
+    """Everything tasks and schedules need in one process: services, executor, jobs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: Tachograph,
+        store: ReadStore,
+        hooks: TaskHooks | None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.app = app
+        self.store = store
+        self.hooks = hooks
+        self.service = TaskService(app, clock=clock)
+        self.schedules = ScheduleService(app, cron_fire_times(settings.timezone), clock=clock)
+        self.registry = WorkerRegistry(store)
+        self.executor: TaskExecutor | None = None
+        if settings.task_command:
+            runner = CommandRunner(
+                timeout_s=settings.task_timeout_s, grace_s=settings.task_kill_grace_s
+            )
+            self.executor = TaskExecutor(
+                settings, app, store, self.service, runner, hooks, self.registry.worker_id
+            )
+        self._recovered_at: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def worker_id(self) -> str:
+        return self.registry.worker_id
+
+    def jobs(self) -> list[Job]:
+        """Thin scheduled entry points."""
+        poll = self.settings.task_poll_interval_s
+        return [
+            Job("tasks.poll", self.tick, IntervalTrigger(seconds=poll)),
+            Job("schedules.materialise", self.materialise_due, IntervalTrigger(seconds=poll)),
+            Job(
+                "tasks.heartbeat", self.registry.beat, IntervalTrigger(seconds=HEARTBEAT_INTERVAL_S)
+            ),
+            Job(
+                "tasks.maintenance",
+                self.registry.prune,
+                CronTrigger(hour=3, minute=17, timezone=self.settings.timezone),
+            ),
+        ]
+
+    def tick(self) -> None:
+        """Heartbeat and recovery first (at start, then periodically), then claim work."""
+        now = time.monotonic()
+        if self._recovered_at is None or now - self._recovered_at >= RECOVERY_INTERVAL_S:
+            if self._recovered_at is None:
+                self.registry.beat()
+            self.recover()
+            self._recovered_at = now
+        if self.executor is not None:
+            self.executor.poll()
+
+    def recover(self) -> int:
+        """Settle running/cancelling attempts whose worker is gone (SPEC §7.3)."""
+        recovered = 0
+        for task_id in active_task_ids(self.store):
+            task = self.service.find(UUID(task_id))
+            if task is None or task.status not in (RUNNING, CANCELLING):
+                continue
+            if task.worker == self.worker_id or not self.registry.is_gone(task.worker):
+                continue
+            reason = f"worker {task.worker} stopped during attempt {task.attempt_count}"
+            recorded = self.service.recover(task.id, task.attempt_count, task.worker, reason)
+            if recorded.position is None:
+                continue
+            recovered += 1
+            log.warning("recovered task: %s", reason, extra={"task_id": task.id})
+            if self.hooks is not None and task.session_id and task.turn_id:
+                ev = IngestEvent(
+                    event="TaskStop",
+                    event_id=f"{task.turn_id}:TaskStop",
+                    turn_id=task.turn_id,
+                    agent="tachograph-task",
+                    detail={
+                        "taskId": str(task.id),
+                        "attempt": task.attempt_count,
+                        "recovered": True,
+                    },
+                )
+                try:
+                    self.hooks.ingest(UUID(task.session_id), ev, actor="system")
+                except Exception as exc:  # noqa: BLE001 - observational
+                    log.warning("TaskStop hook failed: %s", exc)
+        return recovered
+
+    def materialise_due(self) -> list[UUID]:
+        """Queue the tasks of due user schedules (once per slot across replicas)."""
+        created = []
+        for schedule_id in due_user_schedule_ids(self.store, self.service.clock()):
+            try:
+                task_id = self.schedules.materialise(UUID(schedule_id))
+            except Exception as exc:  # noqa: BLE001 - one bad schedule must not block others
+                log.warning("materialising schedule %s failed: %s", schedule_id, exc)
+                continue
+            if task_id is not None:
+                created.append(task_id)
+        return created
+
+    def shutdown(self) -> None:
+        """Stop attempts (recording them), then withdraw this worker's heartbeat."""
+        with self._lock:
+            if self.executor is not None:
+                self.executor.shutdown()
+            try:
+                self.registry.forget()
+            except Exception as exc:  # noqa: BLE001 - stale rows expire by themselves
+                log.warning("could not remove worker heartbeat: %s", exc)
+
+
+def build_task_runtime(
+    settings: Settings, app: Tachograph, store: ReadStore, hooks: TaskHooks | None
+) -> TaskRuntime:
+    """Create the runtime and its worker table (under the schema lock, like every DDL)."""
+    runtime = TaskRuntime(settings, app, store, hooks)
+    with schema_lock(settings):
+        runtime.registry.ensure_schema()
+    return runtime

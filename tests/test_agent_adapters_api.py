@@ -1,0 +1,346 @@
+"""Agent adapters end to end: Claude Code (HTTP route and command hook) and Coder's webhook."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import jwt
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from domain.gateway import agent_session_uuid
+from infra.settings import Settings
+from tests.hook_server import HookServer, answer
+from tests.support import Server, env_for
+from tests.test_hook_gateway_api import hooks_settings
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+FIXTURE_NAMES = sorted(p.name for p in FIXTURES.glob("*.json"))
+SECRET = "c" * 40
+AUDIENCE = "https://tachograph.test/hooks/coder"
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    document = json.loads((FIXTURES / name).read_text())
+    return document["payload"] if "payload" in document else document
+
+
+def claude_session(payload: dict[str, Any]) -> str:
+    return str(agent_session_uuid(f"claude-code:{payload['session_id']}"))
+
+
+@pytest.fixture
+def hook_server() -> Iterator[HookServer]:
+    server = HookServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def adapter_client(
+    request: pytest.FixtureRequest, settings: Settings, hook_server: HookServer
+) -> Iterator[TestClient]:
+    configured = hooks_settings(settings, hook_server, getattr(request, "param", {}))
+    configured = configured.with_(
+        coder_hook_secret=SECRET, coder_hook_url=AUDIENCE, coder_hook_timeout_ms=1500
+    )
+    with TestClient(create_app(configured), raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_fixtures_exist() -> None:
+    assert len(FIXTURE_NAMES) >= 20
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_every_claude_fixture_is_accepted_mapped_and_answered(
+    adapter_client: TestClient, name: str
+) -> None:
+    payload = load_fixture(name)
+    response = adapter_client.post("/hooks/claude", json=payload)
+    assert response.status_code == 200, response.text
+    assert response.json() == {}  # no handlers: pass renders as the empty answer
+    session_id = claude_session(payload)
+    position = response.headers["x-tachograph-position"]
+    session = adapter_client.get(f"/api/sessions/{session_id}", params={"minPosition": position})
+    assert session.status_code == 200
+    assert session.json()["agent"] == "claude-code"
+    assert session.json()["agentSessionId"] == payload["session_id"]
+    assert session.json()["workspaceId"] == "default"
+    events = [r["event"] for r in adapter_client.get(f"/api/sessions/{session_id}/hooks").json()["items"]]
+    assert events == [payload["hook_event_name"]]
+
+
+def test_out_of_order_lifecycle_from_real_payloads(adapter_client: TestClient) -> None:
+    names = ["SessionStart-2.json", "UserPromptSubmit-1.json", "PreToolUse-1.json",
+             "PostToolUse-1.json", "SessionEnd-2.json", "StopFailure-2.json"]
+    session_id = None
+    for name in names:
+        payload = load_fixture(name)
+        payload["session_id"] = "same-session"
+        sent = adapter_client.post("/hooks/claude", json=payload)
+        assert sent.status_code == 200
+        session_id = claude_session(payload)
+    row = adapter_client.get(
+        f"/api/sessions/{session_id}", params={"minPosition": sent.headers["x-tachograph-position"]}
+    ).json()
+    assert row["status"] == "ended"
+    assert row["title"] == load_fixture("UserPromptSubmit-1.json")["prompt"].splitlines()[0][:80]
+
+
+def test_explicit_session_and_workspace_headers(adapter_client: TestClient, settings: Settings) -> None:
+    (settings.workspace_root / "proj").mkdir()
+    adapter_client.post("/api/workspaces", json={"id": "proj", "path": "proj"})
+    session_id = "6f1c5e1a-1111-4222-8333-944455556666"
+    payload = load_fixture("UserPromptSubmit-1.json")
+    sent = adapter_client.post(
+        "/hooks/claude",
+        json=payload,
+        headers={"x-tachograph-session-id": session_id, "x-tachograph-workspace": "proj"},
+    )
+    row = adapter_client.get(
+        f"/api/sessions/{session_id}", params={"minPosition": sent.headers["x-tachograph-position"]}
+    ).json()
+    assert row["workspaceId"] == "proj"
+    empty_header = adapter_client.post(
+        "/hooks/claude", json=payload, headers={"x-tachograph-session-id": ""}
+    )
+    assert empty_header.status_code == 200  # empty = absent: falls back to the native id
+    bad = adapter_client.post("/hooks/claude", json=payload, headers={"x-tachograph-session-id": "x"})
+    assert bad.status_code == 422
+
+
+def test_bad_claude_bodies_are_4xx(adapter_client: TestClient) -> None:
+    assert adapter_client.post("/hooks/claude", content=b"{").status_code == 400
+    assert adapter_client.post("/hooks/claude", json=[1]).status_code == 422
+    assert adapter_client.post("/hooks/claude", json={"session_id": "s"}).status_code == 422
+    unknown = adapter_client.post(
+        "/hooks/claude", json={"hook_event_name": "TaskCreated", "session_id": "s", "new_field": 1}
+    )
+    assert unknown.status_code == 200 and unknown.json() == {}
+
+
+@pytest.mark.parametrize(
+    "adapter_client",
+    [{
+        "PreToolUse": [{"id": "policy", "type": "http", "url": "$URL/pre"}],
+        "UserPromptSubmit": [{"id": "rewrite", "type": "http", "url": "$URL/prompt"}],
+        "Stop": [{"id": "again", "type": "http", "url": "$URL/stop"}],
+        "SessionStart": [{"id": "ctx", "type": "http", "url": "$URL/ctx"}],
+    }],
+    indirect=True,
+)
+def test_decisions_render_in_claude_format(adapter_client: TestClient, hook_server: HookServer) -> None:
+    hook_server.routes["/ctx"] = answer("pass", additionalContext="Remember the style guide")
+    hook_server.routes["/prompt"] = answer("modify", replacement="a safer prompt")
+    hook_server.routes["/stop"] = answer("continue", reason="tests still fail")
+    start = adapter_client.post("/hooks/claude", json=load_fixture("SessionStart-1.json")).json()
+    assert start == {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                            "additionalContext": "Remember the style guide"}}
+    hook_server.routes["/pre"] = answer("deny", reason="no writes here")
+    deny = adapter_client.post("/hooks/claude", json=load_fixture("PreToolUse-1.json")).json()
+    assert deny == {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                           "permissionDecision": "deny",
+                                           "permissionDecisionReason": "no writes here"}}
+    hook_server.routes["/pre"] = answer("modify", replacement={"file_path": "/tmp/x", "content": ""})
+    modify = adapter_client.post("/hooks/claude", json=load_fixture("PreToolUse-2.json")).json()
+    assert modify["hookSpecificOutput"]["permissionDecision"] == "allow"
+    assert modify["hookSpecificOutput"]["updatedInput"] == {"file_path": "/tmp/x", "content": ""}
+    prompt_payload = load_fixture("UserPromptSubmit-1.json")
+    rewrite = adapter_client.post("/hooks/claude", json=prompt_payload)
+    assert rewrite.json()["decision"] == "block"
+    assert "a safer prompt" in rewrite.json()["reason"]
+    stop = adapter_client.post("/hooks/claude", json=load_fixture("Stop-1.json")).json()
+    assert stop == {"decision": "block", "reason": "tests still fail"}
+    # The audit record says the prompt rewrite was rendered as a block.
+    session_id = claude_session(prompt_payload)
+    dispatches = adapter_client.get(
+        "/api/events", params={"type": "HookDispatch.Created"}
+    ).json()["events"]
+    notes = [e["data"]["note"] for e in dispatches
+             if e["data"]["event_name"] == "UserPromptSubmit"
+             and e["data"]["session_id"] == session_id]
+    assert notes and notes[0]
+
+
+def test_api_key_guards_the_claude_route(settings: Settings) -> None:
+    with TestClient(create_app(settings.with_(api_key="k-123"))) as client:
+        payload = load_fixture("PreToolUse-1.json")
+        assert client.post("/hooks/claude", json=payload).status_code == 401
+        ok = client.post("/hooks/claude", json=payload, headers={"x-tachograph-key": "k-123"})
+        assert ok.status_code == 200
+
+
+# Coder
+
+
+def coder_request(
+    type_: str = "pre_tool_use",
+    data: dict[str, Any] | None = None,
+    dispatch_id: str = "disp-1",
+    chat_id: str = "chat-1",
+    **claim_overrides: Any,
+) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps({
+        "type": type_,
+        "meta": {"dispatch_id": dispatch_id, "schema_version": 1, "chat_id": chat_id,
+                 "owner_id": "owner", "turn_id": "turn-9"},
+        "data": data if data is not None else
+        {"tool_use_id": "tu", "tool_name": "bash", "tool_input": {"cmd": "ls"}},
+    }).encode()
+    now = int(time.time())
+    claims = {"aud": AUDIENCE, "sub": f"coder:chat:{chat_id}", "jti": dispatch_id, "type": type_,
+              "iat": now, "nbf": now - 1, "exp": now + 60, "schema_version": 1,
+              "body_sha256": hashlib.sha256(body).hexdigest(), **claim_overrides}
+    token = jwt.encode(claims, SECRET, algorithm="HS256")
+    return body, {"authorization": f"Bearer {token}", "content-type": "application/json"}
+
+
+def log_size(client: TestClient) -> int:
+    return len(client.get("/api/events").json()["events"])
+
+
+def rejected_count(client: TestClient) -> float:
+    lines = client.get("/metrics").text.splitlines()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith("tachograph_webhook_rejected_total{")
+    )
+
+
+@pytest.mark.parametrize(
+    "adapter_client",
+    [{"PreToolUse": [{"id": "policy", "type": "http", "url": "$URL/pre"}]}],
+    indirect=True,
+)
+def test_coder_webhook_round_trip_with_signed_answer(
+    adapter_client: TestClient, hook_server: HookServer
+) -> None:
+    hook_server.routes["/pre"] = answer("deny", reason="not on main")
+    body, headers = coder_request()
+    response = adapter_client.post("/hooks/coder", content=body, headers=headers)
+    assert response.status_code == 200
+    assert response.json() == {"permission": {"decision": "deny", "reason": "not on main"},
+                               "user_message": "not on main"}
+    signature = jwt.decode(response.headers["Coder-Hook-Signature"], SECRET,
+                           algorithms=["HS256"], audience=AUDIENCE)
+    assert signature["jti"] == "disp-1" and signature["type"] == "pre_tool_use"
+    assert signature["sub"] == "coder:chat:chat-1"
+    assert signature["body_sha256"] == hashlib.sha256(response.content).hexdigest()
+    sent = hook_server.bodies("/pre")[0]
+    assert sent["event"] == "PreToolUse" and sent["turnId"] == "turn-9"
+    assert sent["sessionId"] == str(agent_session_uuid("coder:chat-1"))
+    size = log_size(adapter_client)
+    replay = adapter_client.post("/hooks/coder", content=body, headers=headers)
+    assert replay.json() == response.json()
+    assert log_size(adapter_client) == size
+    assert len(hook_server.bodies("/pre")) == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "tamper"),
+    [({"aud": "https://other/hooks/coder"}, False), ({"exp": 1}, False), ({"jti": "other"}, False),
+     ({"type": "stop"}, False), ({"sub": "coder:chat:else"}, False), ({"schema_version": 2}, False),
+     ({}, True)],
+)
+def test_coder_verification_failures_store_nothing(
+    adapter_client: TestClient, overrides: dict[str, Any], tamper: bool
+) -> None:
+    body, headers = coder_request(**overrides)
+    if tamper:
+        body = body.replace(b'"ls"', b'"rm"')
+    size = log_size(adapter_client)
+    before = rejected_count(adapter_client)
+    response = adapter_client.post("/hooks/coder", content=body, headers=headers)
+    assert response.status_code == 401
+    assert "permission" not in response.json()
+    assert log_size(adapter_client) == size
+    assert rejected_count(adapter_client) == before + 1
+
+
+@pytest.mark.parametrize(
+    "adapter_client",
+    [{"PreToolUse": [{"id": "slow", "type": "http", "url": "$URL/slow", "timeoutMs": 3000}]}],
+    indirect=True,
+)
+def test_coder_slow_dispatch_is_contained_within_half_the_timeout(
+    adapter_client: TestClient, hook_server: HookServer
+) -> None:
+    hook_server.routes["/slow"] = answer("pass")
+    hook_server.delays["/slow"] = 1.5
+    body, headers = coder_request()
+    started = time.monotonic()
+    response = adapter_client.post("/hooks/coder", content=body, headers=headers)
+    elapsed = time.monotonic() - started
+    assert response.json()["permission"]["decision"] == "deny"
+    assert elapsed < 1.4  # answered at ~0.75 s, before the handler's 1.5 s answer
+    observational, obs_headers = coder_request("post_compact", data={}, dispatch_id="disp-2")
+    hook_server.routes["/slow"] = answer("pass")
+    assert adapter_client.post("/hooks/coder", content=observational, headers=obs_headers).json() == {}
+
+
+def test_coder_route_is_404_when_unconfigured(settings: Settings) -> None:
+    with TestClient(create_app(settings)) as client:
+        body, headers = coder_request()
+        assert client.post("/hooks/coder", content=body, headers=headers).status_code == 404
+
+
+# The command hook as a real subprocess against a real server
+
+
+def run_command_hook(env: dict[str, str], payload: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", "hook", "claude", *args],
+        input=json.dumps(payload), env=env, capture_output=True, text=True, timeout=30,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_command_hook_relays_every_fixture(settings: Settings, tmp_path: Path) -> None:
+    server = Server(settings, tmp_path / "serve.log")
+    try:
+        server.wait_ready()
+        env = {**env_for(settings), "TACHOGRAPH_URL": server.url}
+        for name in FIXTURE_NAMES:
+            payload = load_fixture(name)
+            result = run_command_hook(env, payload)
+            assert result.returncode == 0, result.stderr
+            assert json.loads(result.stdout) == {}, name
+        import httpx
+
+        session_id = claude_session(load_fixture("PreToolUse-1.json"))
+        row = httpx.get(f"{server.url}/api/sessions/{session_id}").json()
+        assert row["agent"] == "claude-code"
+    finally:
+        server.kill()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_command_hook_with_server_down_exits_0_quickly_and_logs(
+    settings: Settings, tmp_path: Path
+) -> None:
+    env = {**env_for(settings), "TACHOGRAPH_URL": "http://127.0.0.1:9"}
+    started = time.monotonic()
+    result = run_command_hook(env, load_fixture("PreToolUse-1.json"))
+    assert time.monotonic() - started < 2
+    assert (result.returncode, result.stdout) == (0, "")
+    log_lines = (settings.data_dir / "hooks.log").read_text().splitlines()
+    assert len(log_lines) == 1 and json.loads(log_lines[0])["event"] == "PreToolUse"
+    closed = run_command_hook(env, load_fixture("PreToolUse-1.json"), "--fail-closed")
+    assert json.loads(closed.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_session_uuid_is_uuid5_of_agent_and_native_id() -> None:
+    assert agent_session_uuid("claude-code:abc") == agent_session_uuid("claude-code:abc")
+    assert UUID(str(agent_session_uuid("coder:x"))).version == 5
