@@ -10,6 +10,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
 from domain.gateway import HookGateway
+from domain.group_commit import GroupCommitter
 from infra.hook_transport import HttpxHookTransport
 from projections.hook_audit import honoured_stop_continues
 from projections.sessions import session_exists
@@ -39,6 +40,7 @@ class Services:
     gateway: HookGateway
     transport: HttpxHookTransport
     started: bool = field(default=False)
+    committer: GroupCommitter | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -61,6 +63,8 @@ class Services:
         self.close()
 
     def close(self) -> None:
+        if self.committer is not None:
+            self.committer.close()  # drain queued appends before the store closes
         self.transport.close()
         self.store.close()
         self.app.close()
@@ -99,6 +103,7 @@ def build_services(settings: Settings) -> Services:
     runner = ProjectionRunner(app, store, projections)
     app.on_commit = runner.wake
     transport = HttpxHookTransport(settings.secrets)
+    committer = GroupCommitter(app)
     gateway = HookGateway(
         app,
         settings.hooks,
@@ -106,11 +111,15 @@ def build_services(settings: Settings) -> Services:
         settings.redacted_tools,
         session_known=lambda sid: session_exists(store, str(sid)),
         stop_continues=lambda sid, turn: _settled_stop_continues(app, runner, store, sid, turn),
+        record=committer.record,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
         Job("hook-audit-retention", lambda: prune_hook_audit_job(app), IntervalTrigger(hours=24)),
     ]
     scheduler = SchedulerRuntime(jobs, timezone=settings.timezone)
-    return Services(settings, app, store, projections, runner, scheduler, gateway, transport)
+    return Services(
+        settings, app, store, projections, runner, scheduler, gateway, transport,
+        committer=committer,
+    )
 

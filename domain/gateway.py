@@ -101,6 +101,7 @@ class HookGateway:
         *,
         session_known: Callable[[UUID], bool],
         stop_continues: Callable[[UUID, str | None], int],
+        record: Callable[[HookDispatch], int | None] | None = None,
     ) -> None:
         self.app = app
         self.config = config
@@ -109,6 +110,8 @@ class HookGateway:
         # Read-model lookups injected by the composition root (domain cannot import them).
         self._session_known = session_known
         self._stop_continues = stop_continues
+        # The ingest hot path appends through a group committer when one is wired.
+        self._record = record or app.record
 
     def require_session(self, session_id: UUID) -> None:
         """Raise NotFound unless the session exists and is live."""
@@ -251,7 +254,7 @@ class HookGateway:
             recorded=False,
         )
         try:
-            position = self.app.record(record)
+            position = self._record(record)
         except IntegrityError:
             stored = self._stored(dispatch_id)
             if stored is not None:

@@ -314,10 +314,10 @@ def test_recording_failure_never_changes_the_decision(
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
     session_id = new_session(gateway_client)
 
-    def broken_record(*_: Any) -> int:
+    def broken_save(*_: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services.app, "record", broken_record)
+    monkeypatch.setattr(services.app, "save", broken_save)
     response = post(gateway_client, session_id, event="PostToolUse")
     assert response.status_code == 200
     assert response.json()["outcome"] == "pass"

@@ -1,0 +1,77 @@
+"""Group commit: concurrent appends share transactions; each caller gets its own answer."""
+
+from __future__ import annotations
+
+import threading
+from uuid import UUID, uuid4
+
+import pytest
+from eventsourcing.persistence import IntegrityError
+
+from api.bootstrap import Services
+from domain.group_commit import GroupCommitter
+from domain.hook_dispatch_record import HookDispatch
+from infra.log_reader import read_events, read_stream
+
+
+def dispatch(dispatch_id: UUID, session_id: UUID) -> HookDispatch:
+    return HookDispatch(
+        dispatch_id=dispatch_id, session_id=session_id, event_name="PostToolUse", event_id=None,
+        turn_id=None, agent=None, agent_session_id=None, tool_name=None, tool_call_id=None,
+        subagent_id=None, outcome="pass", reason=None, additional_context=None, replacement=None,
+        runs=[], title_hint=None, summary_hint=None, note=None, actor="test",
+    )
+
+
+def test_32_writers_with_injected_conflicts_each_get_their_own_answer(services: Services) -> None:
+    app = services.app
+    session_id = uuid4()
+    taken = [uuid4() for _ in range(40)]
+    for dispatch_id in taken:  # these IDs exist already: appending them again must conflict
+        app.save(dispatch(dispatch_id, session_id))
+    head_before = app.recorder.max_notification_id()
+    batches: list[int] = []
+    committer = GroupCommitter(app, on_batch=batches.append)
+    results: dict[UUID, int | str] = {}
+    lock = threading.Lock()
+    barrier = threading.Barrier(32)
+
+    def writer(n: int) -> None:
+        barrier.wait()
+        for i in range(25):
+            dispatch_id = taken[(n + i) % len(taken)] if i % 5 == 0 else uuid4()
+            try:
+                outcome: int | str = committer.record(dispatch(dispatch_id, session_id))
+            except IntegrityError:
+                outcome = "conflict"
+            with lock:
+                results[dispatch_id] = outcome
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    committer.close()
+
+    conflicts = {k for k, v in results.items() if v == "conflict"}
+    assert conflicts == set(taken) & set(results)
+    appended = read_events(app, head_before, 10_000)
+    assert len(appended) == 32 * 20  # exactly the non-conflicting events, once each
+    assert {n.originator_id for n in appended} == {k for k, v in results.items() if v != "conflict"}
+    for dispatch_id, position in results.items():
+        if position != "conflict":
+            assert [n.id for n in read_stream(app, dispatch_id)] == [position]
+    assert max(batches) > 1  # concurrent appends really shared transactions
+
+
+def test_store_failure_releases_every_waiter(services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    committer = GroupCommitter(services.app)
+
+    def down(*_: object) -> object:
+        raise ConnectionError("database down")
+
+    monkeypatch.setattr(services.app, "save", down)
+    with pytest.raises(ConnectionError):
+        committer.record(dispatch(uuid4(), uuid4()))
+    committer.close()
