@@ -12,6 +12,7 @@ from api.errors import install_error_handlers
 from api.middleware import ApiKeyMiddleware, BodyLimitMiddleware
 from api.routes import adapters, auditors, health, hooks, metrics, sessions, workspaces
 from api.routes import log as log_routes
+from api.routes import schedules, tasks
 from infra.settings import Settings
 
 
@@ -40,6 +41,8 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         sessions.router,
         hooks.router,
         adapters.router,
+        tasks.router,
+        schedules.router,
         auditors.router,
         log_routes.router,
         health.router,

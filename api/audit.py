@@ -161,7 +161,7 @@ def _progress(description: str) -> Any:
 
 
 def cli_verify(settings: Settings, against: str | None, as_json: bool, out: TextIO) -> int:
-    """`tachograph verify [--against FILE]`: 0 when the chain holds, 1 at a break."""
+    """`tachograph verify [--against FILE]`: 0 when the chain holds, 1 at a break, 2 on error."""
     anchors = None
     if against is not None:
         try:
@@ -170,16 +170,20 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
             print(f"tachograph: {exc}", file=sys.stderr)
             return 2
     started = time.monotonic()
-    with _open(settings) as ctx, _progress("verifying") as bar:
-        task = bar.add_task("verify", total=None)
-        report = verify_log(
-            ctx.app,
-            ctx.store,
-            settings.log_signing_key,
-            against=anchors,
-            progress=lambda n: bar.advance(task, n),
-            on_total=lambda total: bar.update(task, total=total),
-        )
+    try:
+        with _open(settings) as ctx, _progress("verifying") as bar:
+            task = bar.add_task("verify", total=None)
+            report = verify_log(
+                ctx.app,
+                ctx.store,
+                settings.log_signing_key,
+                against=anchors,
+                progress=lambda n: bar.advance(task, n),
+                on_total=lambda total: bar.update(task, total=total),
+            )
+    except Exception as exc:  # noqa: BLE001 - could not verify: say why in one line
+        print(f"tachograph: verify failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     elapsed = time.monotonic() - started
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -224,11 +228,20 @@ def cli_replay(
             return 2
         total = count_events(ctx.app, log_head(ctx.app))
         started = time.monotonic()
-        with _progress("replaying") as bar:
-            task = bar.add_task("replay", total=total)
-            reports = replay(
-                ctx.app, ctx.store, selected, swap=swap, progress=lambda n: bar.advance(task, n)
-            )
+        try:
+            with _progress("replaying") as bar:
+                task = bar.add_task("replay", total=total)
+                reports = replay(
+                    ctx.app,
+                    ctx.store,
+                    selected,
+                    swap=swap,
+                    progress=lambda n: bar.advance(task, n),
+                    phase=lambda what: bar.console.print(f"{what} ..."),
+                )
+        except Exception as exc:  # noqa: BLE001 - one clear line; a swap rolls back whole
+            print(f"tachograph: replay failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
         elapsed = time.monotonic() - started
     print(
         f"replayed {total} events into {len(reports)} projections in {elapsed:.1f} s "

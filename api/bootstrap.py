@@ -23,6 +23,7 @@ from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
 from projections.store import PostgresReadStore, ReadStore, SQLiteReadStore
 from scheduler.runtime import Job, SchedulerRuntime
+from scheduler.tasks import TaskRuntime, build_task_runtime
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Services:
     gateway: HookGateway
     transport: HttpxHookTransport
     started: bool = field(default=False)
+    tasks: TaskRuntime | None = None
     committer: GroupCommitter | None = None
 
     def start(self) -> None:
@@ -58,6 +60,8 @@ class Services:
             return
         self.started = False
         self.scheduler.stop()
+        if self.tasks is not None:
+            self.tasks.shutdown()  # reap running attempts and record them before closing
         self.runner.stop()
         checkpoint_at_shutdown(self.runner)
         self.close()
@@ -112,14 +116,17 @@ def build_services(settings: Settings) -> Services:
         session_known=lambda sid: session_exists(store, str(sid)),
         stop_continues=lambda sid, turn: _settled_stop_continues(app, runner, store, sid, turn),
         record=committer.record,
+        submit=committer.submit,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
         Job("hook-audit-retention", lambda: prune_hook_audit_job(app), IntervalTrigger(hours=24)),
     ]
+    tasks = build_task_runtime(settings, app, store, gateway)
+    jobs.extend(tasks.jobs())
     scheduler = SchedulerRuntime(jobs, timezone=settings.timezone)
     return Services(
-        settings, app, store, projections, runner, scheduler, gateway, transport,
+        settings, app, store, projections, runner, scheduler, gateway, transport, tasks=tasks,
         committer=committer,
     )
 

@@ -143,6 +143,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_doctor(sys.stdout)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure ingest, hook latency and read-your-writes beside same-run baselines."""
+    import os
+
+    from api.bench import run_bench
+
+    stores = [args.store] if args.store else ["sqlite", "postgres"]
+    pg_url = os.environ.get(
+        "TACHOGRAPH_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+    )
+    run_bench(stores, args.quick, Path(args.out), pg_url)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tachograph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -187,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "install":
             action.add_argument("--http", action="store_true", help="native HTTP hooks")
         action.set_defaults(func=func)
+
+    bench = sub.add_parser("bench", help="benchmarks beside same-run baselines (SPEC §12)")
+    bench.add_argument("--store", choices=["sqlite", "postgres"])
+    bench.add_argument("--quick", action="store_true", help="short runs (smoke test)")
+    bench.add_argument("--out", default="bench-results.json")
+    bench.set_defaults(func=cmd_bench)
 
     doctor = sub.add_parser("doctor", help="check configuration, database, hooks and executor")
     doctor.set_defaults(func=cmd_doctor)

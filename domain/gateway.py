@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID, uuid5
@@ -13,9 +14,10 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.application import Recorded, Tachograph
 from domain.errors import NotFound
-from domain.hook_config import HookConfig
+from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     DispatchRequest,
+    DispatchResult,
     HookTransport,
     match_key,
     redact_tool_input,
@@ -102,6 +104,7 @@ class HookGateway:
         session_known: Callable[[UUID], bool],
         stop_continues: Callable[[UUID, str | None], int],
         record: Callable[[HookDispatch], int | None] | None = None,
+        submit: Callable[[HookDispatch], Future[int]] | None = None,
     ) -> None:
         self.app = app
         self.config = config
@@ -112,11 +115,18 @@ class HookGateway:
         self._stop_continues = stop_continues
         # The ingest hot path appends through a group committer when one is wired.
         self._record = record or app.record
+        self._submit = submit
+        # Sessions this process has seen live: lets the hot path skip a lookup. A session
+        # deleted by another replica may still take events here; the read models drop them.
+        self._known_sessions: set[UUID] = set()
 
     def require_session(self, session_id: UUID) -> None:
         """Raise NotFound unless the session exists and is live."""
+        if session_id in self._known_sessions:
+            return
         if not self._session_known(session_id):
             self.app.get_session(session_id)  # falls back to the log; raises NotFound
+        self._known_sessions.add(session_id)
 
     def ensure_session(
         self,
@@ -164,6 +174,7 @@ class HookGateway:
         self.ingest(
             session_id, IngestEvent(event="SessionEnd", detail={"reason": "deleted"}), actor=actor
         )
+        self._known_sessions.discard(session_id)
         return self.app.delete_session(session_id, actor).position
 
     def ingest(
@@ -186,31 +197,91 @@ class HookGateway:
             stored = self._stored(dispatch_id)
             if stored is not None:
                 return stored
+        record, decided = self._decide(session_id, ev, dispatch_id, handlers, actor, annotate)
+        try:
+            position = self._record(record)
+        except IntegrityError:
+            stored = self._stored(dispatch_id)
+            if stored is not None:
+                return stored
+            raise
+        except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
+            log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
+            return decided
+        self._known_sessions.add(session_id)
+        return replace(decided, position=position, recorded=True)
+
+    def start_ingest(
+        self, session_id: UUID, ev: IngestEvent, *, actor: str
+    ) -> Future[IngestResult] | None:
+        """Begin an ingest that needs no blocking I/O; None when it needs `ingest` instead.
+
+        The hot path: a known session and no matching handlers. The returned future
+        resolves once the dispatch is durable. A duplicate eventId resolves it with
+        IntegrityError, so the caller takes the blocking path, which answers with the
+        stored decision.
+        """
+        if self._submit is None or session_id not in self._known_sessions:
+            return None
+        if self.config.handlers_for(ev.event, self._match_subject(ev)):
+            return None
+        dispatch_id = dispatch_id_for(ev.event_id)
+        record, decided = self._decide(session_id, ev, dispatch_id, [], actor, None)
+        outcome: Future[IngestResult] = Future()
+
+        def settle(appended: Future[int]) -> None:
+            exc = appended.exception()
+            if exc is None:
+                outcome.set_result(replace(decided, position=appended.result(), recorded=True))
+            elif isinstance(exc, IntegrityError):
+                outcome.set_exception(exc)
+            else:
+                log.error("hook dispatch could not be recorded: %s", exc)
+                outcome.set_result(decided)
+
+        self._submit(record).add_done_callback(settle)
+        return outcome
+
+    def _decide(
+        self,
+        session_id: UUID,
+        ev: IngestEvent,
+        dispatch_id: UUID,
+        handlers: list[HookHandler],
+        actor: str,
+        annotate: Callable[[dict[str, Any]], str | None] | None,
+    ) -> tuple[HookDispatch, IngestResult]:
         tool_input = redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools)
         tool_response = redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools)
-        now = datetime.now(timezone.utc)
-        request = DispatchRequest(
-            event_id=ev.event_id or str(dispatch_id),
-            event=ev.event,
-            session_id=str(session_id),
-            turn_id=ev.turn_id,
-            tool_call_id=ev.tool_call_id,
-            tool_name=ev.tool_name,
-            agent=ev.agent,
-            model=ev.model,
-            timestamp=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            detail=self._detail(ev, tool_input, tool_response),
-        )
-        continues = (
-            self._stop_continues(session_id, ev.turn_id) if ev.event == "Stop" and handlers else 0
-        )
-        result = run_dispatch(request, handlers, self.transport, stop_continues_so_far=continues)
-        note = None
-        if annotate is not None:
-            note = annotate(
-                IngestResult(dispatch_id, result.outcome, result.reason,
-                             result.additional_context, result.replacement, None, False).decision()
+        if handlers:
+            request = DispatchRequest(
+                event_id=ev.event_id or str(dispatch_id),
+                event=ev.event,
+                session_id=str(session_id),
+                turn_id=ev.turn_id,
+                tool_call_id=ev.tool_call_id,
+                tool_name=ev.tool_name,
+                agent=ev.agent,
+                model=ev.model,
+                timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                detail=self._detail(ev, tool_input, tool_response),
             )
+            continues = self._stop_continues(session_id, ev.turn_id) if ev.event == "Stop" else 0
+            result = run_dispatch(
+                request, handlers, self.transport, stop_continues_so_far=continues
+            )
+        else:
+            result = DispatchResult("pass", None, None, None, [])
+        decided = IngestResult(
+            dispatch_id=dispatch_id,
+            outcome=result.outcome,
+            reason=result.reason,
+            additional_context=result.additional_context,
+            replacement=result.replacement,
+            position=None,
+            recorded=False,
+        )
+        note = annotate(decided.decision()) if annotate is not None else None
         record = HookDispatch(
             dispatch_id=dispatch_id,
             session_id=session_id,
@@ -244,26 +315,7 @@ class HookGateway:
             note=note,
             actor=actor,
         )
-        decided = IngestResult(
-            dispatch_id=dispatch_id,
-            outcome=result.outcome,
-            reason=result.reason,
-            additional_context=result.additional_context,
-            replacement=result.replacement,
-            position=None,
-            recorded=False,
-        )
-        try:
-            position = self._record(record)
-        except IntegrityError:
-            stored = self._stored(dispatch_id)
-            if stored is not None:
-                return stored
-            raise
-        except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
-            log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
-            return decided
-        return IngestResult(**{**decided.__dict__, "position": position, "recorded": True})
+        return record, decided
 
     def _stored(self, dispatch_id: UUID) -> IngestResult | None:
         try:

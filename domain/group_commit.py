@@ -53,10 +53,14 @@ class GroupCommitter:
 
     def record(self, aggregate: Aggregate) -> int:
         """Append the aggregate's pending events; return its last log position."""
+        return self.submit(aggregate).result()
+
+    def submit(self, aggregate: Aggregate) -> Future[int]:
+        """Queue the aggregate's pending events; the future resolves once they are durable."""
         self._ensure_started()
         pending = _Pending(aggregate.id, list(aggregate.collect_events()))
         self._queue.put(pending)
-        return pending.result.result()
+        return pending.result
 
     def close(self) -> None:
         """Finish queued work, then stop the writer (idempotent)."""

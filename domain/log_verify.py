@@ -130,7 +130,7 @@ def verify_chain(
     ordered = sorted(checkpoints, key=lambda c: c.seq)
     problems = _signature_problems(ordered, key, report)
     # A checkpoint that fails its signature is reported as such and anchors nothing.
-    forged = {p.seq for p in problems}
+    forged = {p.seq for p in problems if p.seq is not None}
     anchors = [c for c in ordered if c.seq not in forged]
     scan = _Scan(report, iter(recorded), anchors, lookups, chained_seq, progress, forged)
     event_break = scan.run(events)
@@ -205,7 +205,7 @@ class _Scan:
         lookups: Lookups,
         chained_seq: int,
         progress: Callable[[int], None] | None,
-        forged: set[int | None],
+        forged: set[int],
     ) -> None:
         self.report = report
         self.recorded = recorded

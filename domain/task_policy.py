@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 QUEUED, RUNNING, CANCELLING = "queued", "running", "cancelling"
@@ -116,6 +116,11 @@ def classify_failure(exit_code: int | None, text: str) -> str:
     if exit_code is not None and exit_code < 0:
         return "infrastructure"  # killed by a signal nobody here sent
     return "unknown"
+
+
+def iso_utc(value: datetime) -> str:
+    """Fixed-width ISO-8601 UTC (`...Z`), the API's timestamp format."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def truncate_utf8(text: str, limit_bytes: int) -> str:

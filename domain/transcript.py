@@ -10,7 +10,7 @@ from eventsourcing.domain import event
 
 from domain.base import TachographAggregate
 from domain.ids import stable_id
-from domain.task_policy import bound_record
+from domain.task_policy import bound_record, iso_utc
 
 TAIL = 20  # records kept in memory for remediation prompts
 RECORDS_PER_EVENT = 64  # keeps single stored events small even for a large batch
@@ -49,7 +49,7 @@ class Transcript(TachographAggregate):
                     {
                         "seq": self.count + offset,
                         "attempt": self.attempt,
-                        "at": record.get("at") or at.isoformat(),
+                        "at": record.get("at") or iso_utc(at),
                         **fields,
                     }
                 )

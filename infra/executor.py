@@ -151,6 +151,8 @@ class CommandRunner:
         self.tick_s = tick_s
         self.drain_s = drain_s
         self._preexec = _parent_death_signal()
+        # Processes that survived SIGKILL: kept referenced (and reapable later), never dropped.
+        self.unreaped: list[subprocess.Popen[bytes]] = []
 
     def spawn(self, spec: CommandSpec) -> subprocess.Popen[bytes]:
         """Start the process in its own process group (so a stop reaches its children)."""
@@ -187,8 +189,16 @@ class CommandRunner:
             return _spawn_failure(spec, exc, "permission")
         except OSError as exc:
             return _spawn_failure(spec, exc, "infrastructure")
-        with proc:
-            return _Watch(self, proc, sink, should_stop, on_unreaped).run()
+        try:
+            result = _Watch(self, proc, sink, should_stop, on_unreaped).run()
+            if not result.reaped:
+                self.unreaped.append(proc)
+            return result
+        finally:
+            # Not `with proc`: its exit waits for the process, which may never be reapable.
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 def _spawn_failure(spec: CommandSpec, exc: OSError, error_class: str) -> RunResult:

@@ -62,7 +62,7 @@ def read_stream(app: Tachograph, aggregate_id: UUID) -> list[Notification]:
         params: tuple[Any, ...] = (aggregate_id.hex,)
     else:
         sql = (
-            f'SELECT notification_id AS position, originator_version, topic, state '
+            f"SELECT notification_id AS position, originator_version, topic, state "
             f'FROM "{datastore.schema}"."{recorder.events_table_name}" '
             "WHERE originator_id = %s ORDER BY originator_version"
         )

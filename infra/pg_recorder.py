@@ -15,9 +15,7 @@ from eventsourcing.utils import retry
 
 
 def _fail_fast(method: Any) -> Any:
-    return retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)(
-        method.__wrapped__
-    )
+    return retry((InterfaceError, OperationalError), max_attempts=2, wait=0.05)(method.__wrapped__)
 
 
 class FastFailPostgresApplicationRecorder(PostgresApplicationRecorder):

@@ -228,4 +228,3 @@ class _Reader:
             user=unquote(parts.username or "postgres"),
             password=unquote(parts.password or ""),
         )
-

@@ -5,7 +5,9 @@ from __future__ import annotations
 from projections.base import Projection
 from projections.hook_audit import HookAuditProjection
 from projections.log_checkpoints import LogChainProjection
+from projections.schedules import SchedulesProjection
 from projections.sessions import SessionsProjection
+from projections.tasks import TaskActivityProjection, TasksProjection
 from projections.workspaces import WorkspacesProjection
 
 PROJECTION_TYPES: tuple[type[Projection], ...] = (
@@ -13,6 +15,9 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     SessionsProjection,
     HookAuditProjection,
     LogChainProjection,
+    TasksProjection,
+    TaskActivityProjection,
+    SchedulesProjection,
 )
 
 

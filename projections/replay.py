@@ -108,15 +108,18 @@ def replay(
     swap: bool = False,
     batch_size: int = 1000,
     progress: Callable[[int], None] | None = None,
+    phase: Callable[[str], None] | None = None,
     max_keys: int = 20,
 ) -> list[ProjectionReplay]:
     """Rebuild `live` projections into fresh tables, compare, and swap them in if asked."""
+    tell = phase or (lambda _: None)
     prefix = f"rp{secrets.token_hex(4)}_"
     fresh = [type(p)(prefix) for p in live]
     tracking = {p.name: f"rebuild:{prefix}{p.name}" for p in fresh}
     swapped: set[str] = set()
     try:
         rebuild(app, store, fresh, batch_size=batch_size, progress=progress)
+        tell("comparing rebuilt rows with the live tables")
         live_error = _catch_up_live(app, store, live, batch_size)
         reports = []
         for old, new in zip(live, fresh, strict=True):
@@ -125,6 +128,7 @@ def replay(
                 report.problem += f" ({live_error})"
             reports.append(report)
         if swap:
+            tell("swapping rebuilt tables in")
             for old, new, report in zip(live, fresh, reports, strict=True):
                 if getattr(old, "swap_requires_equal", False) and report.drift:
                     report.swap_refused = (

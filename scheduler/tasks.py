@@ -23,7 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from domain.application import Tachograph
 from domain.gateway import IngestEvent
 from domain.schedules import ScheduleService
-from domain.task_policy import CANCELLING, RUNNING, classify_failure, truncate_utf8
+from domain.task_policy import CANCELLING, RUNNING, classify_failure, iso_utc, truncate_utf8
 from domain.tasks import Claim, TaskService, utcnow
 from domain.transcript import Transcript
 from infra.agent_stream import AgentStream, Record
@@ -71,14 +71,15 @@ class TranscriptWriter:
 
     def line(self, text: str) -> None:
         """Parse one stdout line; only the newest records survive a burst."""
-        at = self.service.clock().isoformat()
+        at = iso_utc(self.service.clock())
         for record in self.stream.parse(text):
             self.note_record({**record, "at": at})
 
     def note(self, kind: str, text: str) -> None:
         """A record from Tachograph itself (status changes, errors)."""
         field = "error" if kind == "error" else "text"
-        self.note_record({"kind": kind, "agent": "tachograph", field: text})
+        at = iso_utc(self.service.clock())
+        self.note_record({"kind": kind, "agent": "tachograph", field: text, "at": at})
 
     def note_record(self, record: Record) -> None:
         if len(self.pending) == self.pending.maxlen:
@@ -214,9 +215,9 @@ class TaskExecutor:
             thread = threading.Thread(
                 target=self._run, args=(claim,), name=f"task-{task_id[:8]}", daemon=True
             )
-            with self._lock:
+            with self._lock:  # registered and started together: shutdown joins only started ones
                 self._threads[claim.task_id] = thread
-            thread.start()
+                thread.start()
             started += 1
         return started
 
@@ -329,7 +330,7 @@ class TaskExecutor:
             try:
                 return record()
             except Exception as exc:  # noqa: BLE001 - retried, then left to restart recovery
-                log.warning("recording a task state failed; retrying: %s", exc)
+                log.warning("recording a task state failed; retrying: %r", exc)
                 time.sleep(delay)
                 delay = min(delay * 2, 4.0)
         return None

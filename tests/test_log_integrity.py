@@ -119,7 +119,10 @@ def test_routes_list_checkpoints_and_verify(settings: Settings) -> None:
         assert [c["seq"] for c in listed["items"]] == [2000, 1000]
         assert {c["signatureState"] for c in listed["items"]} == {"valid"}
         assert listed["signingKeyId"] == signing_key_id(KEY) and listed["interval"] == 1000
-        assert client.get("/api/log/checkpoints", params={"limit": 1}).json()["items"][0]["seq"] == 2000
+        assert (
+            client.get("/api/log/checkpoints", params={"limit": 1}).json()["items"][0]["seq"]
+            == 2000
+        )
         older = client.get("/api/log/checkpoints", params={"beforeSeq": 2000}).json()["items"]
         assert [c["seq"] for c in older] == [1000]
         ok = client.get("/api/log/verify").json()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError
 from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep
@@ -47,15 +51,34 @@ def acknowledge(response: Response, result: IngestResult) -> None:
         response.headers["x-tachograph-recorded"] = "false"
 
 
-@router.post("/{session_id}/events")
-def ingest_event(
-    session_id: UUID, body: LifecycleEvent, services: ServicesDep, actor: ActorDep, response: Response
-) -> dict[str, Any]:
+@router.post("/{session_id}/events", response_model=None)
+async def ingest_event(
+    session_id: UUID, body: LifecycleEvent, services: ServicesDep, actor: ActorDep
+) -> JSONResponse:
     """Record a lifecycle event from an agent runtime and return the combined hook decision."""
-    services.gateway.require_session(session_id)
-    result = services.gateway.ingest(session_id, to_ingest(body), actor=actor)
+    # async on purpose: the hot path (known session, no handlers) awaits the group
+    # commit without occupying a worker thread; anything that blocks goes to the pool.
+    gateway = services.gateway
+    event = to_ingest(body)
+    started = gateway.start_ingest(session_id, event, actor=actor)
+    result: IngestResult | None = None
+    if started is not None:
+        try:
+            result = await asyncio.wrap_future(started)
+        except IntegrityError:
+            result = None  # a retried eventId: the blocking path returns the stored decision
+    if result is None:
+        result = await run_in_threadpool(_ingest_blocking, services, session_id, event, actor)
+    response = JSONResponse(result.decision())
     acknowledge(response, result)
-    return result.decision()
+    return response
+
+
+def _ingest_blocking(
+    services: Services, session_id: UUID, event: IngestEvent, actor: str
+) -> IngestResult:
+    services.gateway.require_session(session_id)
+    return services.gateway.ingest(session_id, event, actor=actor)
 
 
 def _require_visible(services: Services, session_id: UUID) -> None:

@@ -1,0 +1,300 @@
+"""`tachograph bench`: each figure beside a baseline measured in the same run (SPEC §12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+EVENT_BODY = {
+    "event": "PostToolUse",
+    "toolName": "Bash",
+    "toolCallId": "call-1",
+    "toolInput": {"command": "ls -la"},
+    "toolResponse": {"stdout": "README.md\n", "exitCode": 0},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Store:
+    """A fresh, empty store for one measurement: a temp dir, or a new PostgreSQL schema."""
+
+    def __init__(self, kind: str, pg_url: str, root: Path) -> None:
+        self.kind = kind
+        self.pg_url = pg_url
+        self.root = root
+        self.schema = f"bench_{uuid.uuid4().hex[:10]}"
+
+    def env(self) -> dict[str, str]:
+        (self.root / "workspace").mkdir(parents=True, exist_ok=True)
+        env = {
+            "TACHOGRAPH_DATA_DIR": str(self.root / "data"),
+            "TACHOGRAPH_WORKSPACE_ROOT": str(self.root / "workspace"),
+        }
+        if self.kind == "postgres":
+            env["TACHOGRAPH_DATABASE_URL"] = self.pg_url
+            env["TACHOGRAPH_DATABASE_SCHEMA"] = self.schema
+        return env
+
+    def drop(self) -> None:
+        if self.kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.pg_url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+@contextmanager
+def process(argv: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a server process, wait until `url` answers, stop it afterwards."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{argv[2:4]} exited: see {log}")
+                try:
+                    httpx.get(url, timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def serve(store: Store, port: int, log: Path, extra: dict[str, str] | None = None) -> Any:
+    argv = [sys.executable, "-m", "api.cli", "serve", "--port", str(port)]
+    return process(argv, {**store.env(), **(extra or {})}, f"http://127.0.0.1:{port}/api/health", log)
+
+
+def baseline(app: str, port: int, env: dict[str, str], log: Path) -> Any:
+    argv = [sys.executable, "-m", "uvicorn", f"api.bench_baselines:{app}", "--factory",
+            "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    return process(argv, env, f"http://127.0.0.1:{port}/docs", log)
+
+
+def wrk(url: str, body: dict[str, Any], seconds: int, connections: int = 16) -> dict[str, float]:
+    """Run wrk with a JSON POST; return requests/s and error counts."""
+    script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+    script.write(
+        'wrk.method = "POST"\n'
+        f"wrk.body = {json.dumps(json.dumps(body))}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n'
+    )
+    script.close()
+    try:
+        out = subprocess.run(
+            ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
+            capture_output=True, text=True, timeout=seconds + 60, check=True,
+        ).stdout
+    finally:
+        os.unlink(script.name)
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors:.*", out)
+    return {"rps": rate, "non2xx": float(bad.group(1)) if bad else 0.0,
+            "socket_errors": 1.0 if errors else 0.0}
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set size (VmHWM) of a process, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
+    port = free_port()
+    with serve(store, port, work / "serve-ingest.log") as proc:
+        base = f"http://127.0.0.1:{port}"
+        session = httpx.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
+        url = f"{base}/api/sessions/{session}/events"
+        wrk(url, EVENT_BODY, 2)  # warm-up
+        measured = wrk(url, EVENT_BODY, seconds)
+        rss = peak_rss_mb(proc.pid)
+        events = len(httpx.get(f"{base}/api/events", params={"limit": 1}).json()["events"])
+        assert events == 1
+    bare_port = free_port()
+    with baseline("bare_app", bare_port, {}, work / "bare.log"):
+        bare_url = f"http://127.0.0.1:{bare_port}/api/sessions/x/events"
+        wrk(bare_url, EVENT_BODY, 2)
+        bare = wrk(bare_url, EVENT_BODY, seconds)
+    raw_port = free_port()
+    raw_env = (
+        {"BENCH_DATABASE_URL": store.pg_url} if store.kind == "postgres"
+        else {"BENCH_SQLITE_PATH": str(work / "raw.sqlite")}
+    )
+    with baseline("raw_insert_app", raw_port, raw_env, work / "raw.log"):
+        raw_url = f"http://127.0.0.1:{raw_port}/api/sessions/x/events"
+        wrk(raw_url, EVENT_BODY, 2)
+        raw = wrk(raw_url, EVENT_BODY, seconds)
+    if store.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(store.pg_url, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS bench_raw")
+    return {
+        "workload": f"POST PostToolUse, no handlers, wrk 16 connections x {seconds} s",
+        "events_per_s": measured["rps"],
+        "errors": measured["non2xx"],
+        "bare_endpoint_per_s": bare["rps"],
+        "raw_insert_per_s": raw["rps"],
+        "ratio_vs_bare": measured["rps"] / bare["rps"],
+        "ratio_vs_raw_insert": measured["rps"] / raw["rps"],
+        "serve_peak_rss_mb": rss,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Without this, Nagle + delayed ACK add ~40 ms to every answer of http.server.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        body = b'{"schemaVersion": 1, "outcome": "pass"}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": ordered[len(ordered) // 2] * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+    }
+
+
+def timed(call: Callable[[], object], n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
+    handler = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=handler.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{handler.server_address[1]}/policy"
+    hooks = {"version": 1, "hooks": {"PreToolUse": [
+        {"id": "policy", "type": "http", "url": hook_url}]}}
+    extra = {"TACHOGRAPH_HOOKS": json.dumps(hooks), "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1"}
+    port = free_port()
+    body = {"event": "PreToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
+    try:
+        with serve(store, port, work / "serve-gateway.log", extra), httpx.Client() as http:
+            base = f"http://127.0.0.1:{port}"
+            session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
+            url = f"{base}/api/sessions/{session}/events"
+            direct_body = json.dumps({"schemaVersion": 1, "event": "PreToolUse", "detail": body})
+            for _ in range(50):  # warm both paths
+                http.post(url, json=body)
+                http.post(hook_url, content=direct_body)
+            through = timed(lambda: http.post(url, json=body), n)
+            direct = timed(lambda: http.post(hook_url, content=direct_body), n)
+    finally:
+        handler.shutdown()
+        handler.server_close()
+    gateway, handler_only = percentiles(through), percentiles(direct)
+    return {
+        "workload": f"{n} sequential PreToolUse dispatches, one loopback handler",
+        "gateway": gateway,
+        "handler_direct": handler_only,
+        "overhead_p50_ms": gateway["p50_ms"] - handler_only["p50_ms"],
+        "overhead_p99_ms": gateway["p99_ms"] - handler_only["p99_ms"],
+    }
+
+
+def bench_read_your_writes(store: Store, n: int, work: Path) -> dict[str, Any]:
+    port = free_port()
+    with serve(store, port, work / "serve-ryw.log"), httpx.Client() as http:
+        base = f"http://127.0.0.1:{port}"
+        session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
+        events, hooks = f"{base}/api/sessions/{session}/events", f"{base}/api/sessions/{session}/hooks"
+        visible, plain = [], []
+        for _ in range(n):
+            acked = http.post(events, json=EVENT_BODY)
+            position = acked.headers["x-tachograph-position"]
+            started = time.perf_counter()
+            http.get(hooks, params={"minPosition": position, "limit": 1})
+            visible.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            http.get(hooks)
+            plain.append(time.perf_counter() - started)
+    return {
+        "workload": f"{n} x (ingest, then GET its audit with minPosition)",
+        "visible_after_ack_median_ms": statistics.median(visible) * 1000,
+        "plain_get_median_ms": statistics.median(plain) * 1000,
+        "wait_median_ms": (statistics.median(visible) - statistics.median(plain)) * 1000,
+    }
+
+
+def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[str, Any]:
+    """Run every benchmark on each store; print a table; write the JSON result."""
+    from rich.console import Console
+
+    console = Console()
+    if shutil.which("wrk") is None:
+        raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
+    seconds, n = (3, 200) if quick else (10, 1000)
+    results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}
+    work = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
+    for kind in stores:
+        figures: dict[str, Any] = {}
+        for name, fn, arg in (
+            ("ingest", bench_ingest, seconds),
+            ("hook_gateway", bench_hook_gateway, n),
+            ("read_your_writes", bench_read_your_writes, n),
+        ):
+            store = Store(kind, pg_url, work / f"{kind}-{name}")
+            console.print(f"[bold]{kind}[/bold] {name} ...")
+            try:
+                figures[name] = fn(store, arg, work)  # type: ignore[operator]
+            finally:
+                store.drop()
+            console.print_json(json.dumps(figures[name]))
+        results["stores"][kind] = figures
+    out.write_text(json.dumps(results, indent=2))
+    console.print(f"results written to {out}")
+    return results
