@@ -19,9 +19,14 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_actor(request: Request) -> str:
+def actor_label(services: Services) -> str:
     """Who caused an event: the API key's holder, or an anonymous local client."""
-    return "api-key" if request.app.state.services.settings.api_key else "anonymous"
+    return "api-key" if services.settings.api_key else "anonymous"
+
+
+async def get_actor(request: Request) -> str:
+    """Dependency form of actor_label."""
+    return actor_label(request.app.state.services)
 
 
 ActorDep = Annotated[str, Depends(get_actor)]

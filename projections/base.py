@@ -80,6 +80,13 @@ class Projection:
     def topics(self) -> frozenset[str]:
         return frozenset(self._dispatch)
 
+    def end_batch(self, cur: Cursor) -> None:
+        """Finish work deferred to the end of a batch (same transaction); default none.
+
+        Must leave the same rows as doing that work after every event, so batched and
+        event-at-a-time processing stay equal.
+        """
+
     def apply(self, cur: Cursor, envelope: Envelope) -> None:
         """Apply one event, ignoring types this projection does not read."""
         method = self._dispatch.get(envelope.type)

@@ -26,6 +26,10 @@ class HookAuditProjection(Projection):
         "hook_deleted_sessions": ["CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY)"],
     }
 
+    def __init__(self, prefix: str = "rm_") -> None:
+        super().__init__(prefix)
+        self._uncapped: set[str] = set()
+
     @handles("HookDispatch.Created")
     def dispatched(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
@@ -57,7 +61,14 @@ class HookAuditProjection(Projection):
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
-        self._cap(cur, session_id)
+        # Capping keeps "the latest 500", so doing it once per batch per session leaves
+        # exactly the rows that capping after every insert would.
+        self._uncapped.add(session_id)
+
+    def end_batch(self, cur: Cursor) -> None:
+        for session_id in sorted(self._uncapped):
+            self._cap(cur, session_id)
+        self._uncapped.clear()
 
     def _cap(self, cur: Cursor, session_id: str) -> None:
         table = self.t["hook_audit"]
@@ -86,6 +97,7 @@ class HookAuditProjection(Projection):
 
     @handles("HookAuditRetention.Created", "HookAuditRetention.Applied")
     def retention(self, cur: Cursor, e: Envelope) -> None:
+        self.end_batch(cur)  # cap first, exactly as event-at-a-time processing would have
         cur.execute(f"DELETE FROM {self.t['hook_audit']} WHERE at < ?", (iso(e.data["before"]),))
 
 

@@ -53,11 +53,16 @@ def ensure_tracking_row(cur: Cursor, name: str, *, reset: bool = False) -> None:
 
 def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
     """Create read-model and tracking tables (idempotent)."""
+    projections = list(projections)
+    # One statement per transaction: on PostgreSQL `CREATE INDEX IF NOT EXISTS` locks its
+    # table even when the index exists, and holding one such lock while waiting for the
+    # next deadlocks with a running replica's projection batch (seen starting a second
+    # worker under load).
+    for stmt in [TRACKING_DDL, *(s for p in projections for s in p.ddl())]:
+        with store.transaction() as cur:
+            cur.execute(stmt)
     with store.transaction() as cur:
-        cur.execute(TRACKING_DDL)
         for projection in projections:
-            for stmt in projection.ddl():
-                cur.execute(stmt)
             ensure_tracking_row(cur, projection.name)
 
 
@@ -85,6 +90,7 @@ def apply_batch(
                 if envelope.position > positions[projection.name]:
                     projection.apply(cur, envelope)
         for projection in projections:
+            projection.end_batch(cur)
             if last > positions[projection.name]:
                 cur.execute(
                     "UPDATE projection_tracking SET position = ? WHERE name = ?",
