@@ -140,3 +140,25 @@ def test_two_replicas_keep_revision_semantics(settings: Settings, tmp_path: Path
     finally:
         a.kill()
         b.kill()
+
+
+def test_reader_in_another_process_is_released_by_the_cross_process_path(
+    settings: Settings, tmp_path: Path
+) -> None:
+    writer = Server(settings, tmp_path / "writer.log")
+    reader = Server(settings, tmp_path / "reader.log")
+    try:
+        writer.wait_ready()
+        reader.wait_ready()
+        with httpx.Client(timeout=10) as http:
+            for i in range(20):
+                created = http.post(writer.url + "/api/sessions",
+                                    json={"workspaceId": "default", "title": f"w{i}"})
+                position = created.headers["x-tachograph-position"]
+                row = http.get(f"{reader.url}/api/sessions/{created.json()['id']}",
+                               params={"minPosition": position})
+                assert row.status_code == 200
+                assert row.json()["title"] == f"w{i}"
+    finally:
+        writer.kill()
+        reader.kill()
