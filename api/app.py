@@ -5,14 +5,32 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from api.bootstrap import Services, build_services
 from api.errors import install_error_handlers
+from api.input_limits import QueryGuardMiddleware
+from api.metrics import ProcessMetrics
 from api.middleware import ApiKeyMiddleware, BodyLimitMiddleware
-from api.routes import adapters, auditors, health, hooks, metrics, sessions, workspaces
+from api.observability import ObservabilityMiddleware, bind_path_ids
+from api.openapi import install_openapi
+from api.routes import (
+    adapters,
+    auditors,
+    autonomy_settings,
+    health,
+    hooks,
+    learned,
+    metrics,
+    schedules,
+    self_update,
+    sessions,
+    signals,
+    tasks,
+    web,
+    workspaces,
+)
 from api.routes import log as log_routes
-from api.routes import schedules, tasks
 from infra.settings import Settings
 
 
@@ -33,9 +51,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         version="0.1.0",
         summary="Event-sourced control plane for AI coding agents.",
         lifespan=lifespan,
+        dependencies=[Depends(bind_path_ids)],
     )
     app.state.services = services
+    app.state.metrics = ProcessMetrics(services)
     install_error_handlers(app)
+    install_openapi(app, api_key=settings.api_key is not None)
     for router in (
         workspaces.router,
         sessions.router,
@@ -47,8 +68,15 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         log_routes.router,
         health.router,
         metrics.router,
+        web.router,
+        autonomy_settings.router,
+        signals.router,
+        learned.router,
+        self_update.router,
     ):
         app.include_router(router)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(BodyLimitMiddleware)
+    app.add_middleware(QueryGuardMiddleware)
+    app.add_middleware(ObservabilityMiddleware, fastapi_app=app, access_log=settings.access_log)
     return app

@@ -67,10 +67,14 @@ class Store:
 
 
 @contextmanager
-def process(argv: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    argv: list[str], env: dict[str, str], url: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """Start a server process, wait until `url` answers, stop it afterwards."""
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+        )
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -93,12 +97,24 @@ def process(argv: list[str], env: dict[str, str], url: str, log: Path) -> Iterat
 
 def serve(store: Store, port: int, log: Path, extra: dict[str, str] | None = None) -> Any:
     argv = [sys.executable, "-m", "api.cli", "serve", "--port", str(port)]
-    return process(argv, {**store.env(), **(extra or {})}, f"http://127.0.0.1:{port}/api/health", log)
+    return process(
+        argv, {**store.env(), **(extra or {})}, f"http://127.0.0.1:{port}/api/health", log
+    )
 
 
 def baseline(app: str, port: int, env: dict[str, str], log: Path) -> Any:
-    argv = [sys.executable, "-m", "uvicorn", f"api.bench_baselines:{app}", "--factory",
-            "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        f"api.bench_baselines:{app}",
+        "--factory",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
     return process(argv, env, f"http://127.0.0.1:{port}/docs", log)
 
 
@@ -114,15 +130,21 @@ def wrk(url: str, body: dict[str, Any], seconds: int, connections: int = 16) -> 
     try:
         out = subprocess.run(
             ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
-            capture_output=True, text=True, timeout=seconds + 60, check=True,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+            check=True,
         ).stdout
     finally:
         os.unlink(script.name)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors:.*", out)
-    return {"rps": rate, "non2xx": float(bad.group(1)) if bad else 0.0,
-            "socket_errors": 1.0 if errors else 0.0}
+    return {
+        "rps": rate,
+        "non2xx": float(bad.group(1)) if bad else 0.0,
+        "socket_errors": 1.0 if errors else 0.0,
+    }
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -151,7 +173,8 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
         bare = wrk(bare_url, EVENT_BODY, seconds)
     raw_port = free_port()
     raw_env = (
-        {"BENCH_DATABASE_URL": store.pg_url} if store.kind == "postgres"
+        {"BENCH_DATABASE_URL": store.pg_url}
+        if store.kind == "postgres"
         else {"BENCH_SQLITE_PATH": str(work / "raw.sqlite")}
     )
     with baseline("raw_insert_app", raw_port, raw_env, work / "raw.log"):
@@ -217,15 +240,19 @@ def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
     handler = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=handler.serve_forever, daemon=True).start()
     hook_url = f"http://127.0.0.1:{handler.server_address[1]}/policy"
-    hooks = {"version": 1, "hooks": {"PreToolUse": [
-        {"id": "policy", "type": "http", "url": hook_url}]}}
+    hooks = {
+        "version": 1,
+        "hooks": {"PreToolUse": [{"id": "policy", "type": "http", "url": hook_url}]},
+    }
     extra = {"TACHOGRAPH_HOOKS": json.dumps(hooks), "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1"}
     port = free_port()
     body = {"event": "PreToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
     try:
         with serve(store, port, work / "serve-gateway.log", extra), httpx.Client() as http:
             base = f"http://127.0.0.1:{port}"
-            session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
+            session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()[
+                "id"
+            ]
             url = f"{base}/api/sessions/{session}/events"
             direct_body = json.dumps({"schemaVersion": 1, "event": "PreToolUse", "detail": body})
             for _ in range(50):  # warm both paths
@@ -251,7 +278,10 @@ def bench_read_your_writes(store: Store, n: int, work: Path) -> dict[str, Any]:
     with serve(store, port, work / "serve-ryw.log"), httpx.Client() as http:
         base = f"http://127.0.0.1:{port}"
         session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
-        events, hooks = f"{base}/api/sessions/{session}/events", f"{base}/api/sessions/{session}/hooks"
+        events, hooks = (
+            f"{base}/api/sessions/{session}/events",
+            f"{base}/api/sessions/{session}/hooks",
+        )
         visible, plain = [], []
         for _ in range(n):
             acked = http.post(events, json=EVENT_BODY)
@@ -290,7 +320,7 @@ def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[st
             store = Store(kind, pg_url, work / f"{kind}-{name}")
             console.print(f"[bold]{kind}[/bold] {name} ...")
             try:
-                figures[name] = fn(store, arg, work)  # type: ignore[operator]
+                figures[name] = fn(store, arg, work)
             finally:
                 store.drop()
             console.print_json(json.dumps(figures[name]))

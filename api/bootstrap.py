@@ -8,20 +8,22 @@ from uuid import UUID
 
 from apscheduler.triggers.interval import IntervalTrigger
 
+from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
 from domain.gateway import HookGateway
 from domain.group_commit import GroupCommitter
-from infra.hook_transport import HttpxHookTransport
-from projections.hook_audit import honoured_stop_continues
-from projections.sessions import session_exists
-from scheduler.maintenance import prune_hook_audit_job
 from infra.event_store import open_application, schema_lock
+from infra.hook_transport import HttpxHookTransport
 from infra.settings import Settings
 from projections.base import Projection
+from projections.hook_audit import honoured_stop_continues
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
+from projections.sessions import session_exists
 from projections.store import PostgresReadStore, ReadStore, SQLiteReadStore
+from scheduler.autonomy import AutonomyRuntime
+from scheduler.maintenance import prune_hook_audit_job
 from scheduler.runtime import Job, SchedulerRuntime
 from scheduler.tasks import TaskRuntime, build_task_runtime
 
@@ -43,6 +45,7 @@ class Services:
     started: bool = field(default=False)
     tasks: TaskRuntime | None = None
     committer: GroupCommitter | None = None
+    autonomy: AutonomyRuntime | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -62,6 +65,8 @@ class Services:
         self.scheduler.stop()
         if self.tasks is not None:
             self.tasks.shutdown()  # reap running attempts and record them before closing
+        if self.committer is not None:
+            self.committer.close()  # drain queued appends so the checkpoint covers them
         self.runner.stop()
         checkpoint_at_shutdown(self.runner)
         self.close()
@@ -78,12 +83,17 @@ class Services:
         return self.gateway.close_session(session_id, actor)
 
 
-def open_read_store(settings: Settings) -> ReadStore:
+def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
     """Read-model store beside the configured event store."""
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         return SQLiteReadStore(settings.readmodel_sqlite_path)
-    return PostgresReadStore(settings.database_url.conninfo(), settings.database_schema)
+    return PostgresReadStore(
+        settings.database_url.conninfo(),
+        settings.database_schema,
+        max_size=2 * settings.database_pool_size,
+        breaker=breaker,
+    )
 
 
 def _settled_stop_continues(
@@ -102,12 +112,13 @@ def build_services(settings: Settings) -> Services:
     attach_signing_key(projections, settings.log_signing_key)
     with schema_lock(settings):
         app = open_application(settings)
-        store = open_read_store(settings)
+        store = open_read_store(settings, getattr(app.recorder, "breaker", None))
         ensure_schema(store, projections)
     runner = ProjectionRunner(app, store, projections)
     app.on_commit = runner.wake
+    app.on_recorded = observe_recorded
     transport = HttpxHookTransport(settings.secrets)
-    committer = GroupCommitter(app)
+    committer = GroupCommitter(app, on_batch=observe_batch)
     gateway = HookGateway(
         app,
         settings.hooks,
@@ -117,6 +128,7 @@ def build_services(settings: Settings) -> Services:
         stop_continues=lambda sid, turn: _settled_stop_continues(app, runner, store, sid, turn),
         record=committer.record,
         submit=committer.submit,
+        on_dispatch=observe_dispatch,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
@@ -124,9 +136,11 @@ def build_services(settings: Settings) -> Services:
     ]
     tasks = build_task_runtime(settings, app, store, gateway)
     jobs.extend(tasks.jobs())
-    scheduler = SchedulerRuntime(jobs, timezone=settings.timezone)
+    autonomy = AutonomyRuntime(settings, app, store, runner, transport, tasks)
+    jobs.extend(autonomy.jobs())
+    scheduler = SchedulerRuntime(instrument_jobs(jobs), timezone=settings.timezone)
     return Services(
         settings, app, store, projections, runner, scheduler, gateway, transport, tasks=tasks,
-        committer=committer,
+        committer=committer, autonomy=autonomy,
     )
 

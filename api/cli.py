@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -19,17 +19,29 @@ def _settings() -> Any:
         raise SystemExit(2) from None
 
 
+def _secrets_of(settings: Any) -> list[str | None]:
+    """Values no log line may contain."""
+    url = settings.database_url
+    return [
+        settings.api_key,
+        settings.coder_hook_secret,
+        settings.log_signing_key,
+        url.password if url is not None else None,
+        *settings.secrets.values(),
+    ]
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """API, projections and scheduler in one process."""
+    import signal
+
     import uvicorn
 
     from api.app import create_app
     from infra.logs import configure_logging
 
-    import signal
-
     settings = _settings()
-    configure_logging()
+    configure_logging(settings.log_level, _secrets_of(settings))
     app = create_app(settings)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
@@ -48,8 +60,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from infra.logs import configure_logging
 
     settings = _settings()
-    configure_logging()
+    configure_logging(settings.log_level, _secrets_of(settings))
     services = build_services(settings)
+    if args.metrics_port is not None:
+        from api.metrics import ProcessMetrics, serve_metrics
+
+        serve_metrics(ProcessMetrics(services), args.metrics_host, args.metrics_port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -167,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run projections and the scheduler without HTTP")
+    worker.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    worker.add_argument("--metrics-host", default="127.0.0.1")
     worker.set_defaults(func=cmd_worker)
 
     export = sub.add_parser("export", help="write the log as NDJSON")

@@ -8,6 +8,8 @@ from fastapi import Depends, Header, Query, Request, Response
 
 from api.bootstrap import Services
 from api.errors import ApiError
+from api.input_limits import MAX_POSITION
+
 
 # Dependencies that never block are async: FastAPI runs sync ones in the thread
 # pool, a measurable cost on the ingest hot path.
@@ -34,12 +36,27 @@ ActorDep = Annotated[str, Depends(get_actor)]
 
 def wait_min_position(
     services: ServicesDep,
-    min_position: Annotated[int | None, Query(alias="minPosition", ge=0)] = None,
-    header_position: Annotated[int | None, Header(alias="x-tachograph-min-position", ge=0)] = None,
+    min_position: Annotated[
+        int | None, Query(alias="minPosition", ge=0, le=MAX_POSITION)
+    ] = None,
+    header_position: Annotated[
+        int | None, Header(alias="x-tachograph-min-position", ge=0, le=MAX_POSITION)
+    ] = None,
 ) -> None:
     """Hold a read until the projections have processed the requested position (≤ 5 s)."""
     wanted = max(min_position or 0, header_position or 0)
     limit = services.settings.read_wait_s
+    if wanted > services.runner.position:
+        head = services.app.recorder.max_notification_id() or 0
+        if wanted > head:
+            # No wait can help: commands only ever hand out positions already in the log.
+            raise ApiError(
+                422,
+                "position_not_in_log",
+                f"Position {wanted} is beyond the end of the log ({head}); "
+                "send a position a command returned.",
+                position=head,
+            )
     if wanted and not services.runner.wait_for(wanted, limit):
         raise ApiError(
             503,

@@ -86,12 +86,20 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+        codes = {
+            400: "invalid_json",  # FastAPI's only 400: a body it could not parse
+            404: "not_found",
+            405: "method_not_allowed",
+            413: "payload_too_large",
+        }
         code = codes.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else "Request failed."
         if exc.status_code == 404 and message == "Not Found":
             message = "No such route."
-        return error_response(exc.status_code, code, message)
+        response = error_response(exc.status_code, code, message)
+        if exc.headers:
+            response.headers.update(exc.headers)  # e.g. Allow on a 405 (RFC 9110)
+        return response
 
     for family in (*_DB_DOWN, PersistenceError):
 

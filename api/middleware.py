@@ -17,7 +17,10 @@ async def _send_error(send: Send, status: int, code: str, message: str) -> None:
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -4,23 +4,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from api.input_limits import validate_json_text
 
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
 
 
 class Strict(BaseModel):
+    # Booleans are StrictBool: 0, 0.0 or "true" are not booleans in the schema clients read.
     model_config = ConfigDict(extra="forbid")
+
+    # No NUL, no lone surrogates, nesting ≤ 64 anywhere in the body (api/input_limits.py).
+    _text = model_validator(mode="before")(validate_json_text)
 
 
 class WorkspaceCreate(Strict):
     id: Slug
     path: Annotated[str, Field(min_length=1, max_length=1024)]
-    selfUpdate: bool = False
+    selfUpdate: StrictBool = False
 
 
 class WorkspaceUpdate(Strict):
-    selfUpdate: bool
+    selfUpdate: StrictBool
 
 
 class SessionCreate(Strict):
@@ -30,7 +37,7 @@ class SessionCreate(Strict):
 
 class SessionUpdate(Strict):
     title: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    archived: bool | None = None
+    archived: StrictBool | None = None
 
 
 class SessionSave(Strict):
@@ -91,12 +98,13 @@ class ScheduleCreate(Strict):
 class ScheduleUpdate(Strict):
     """Fields present are changed; `model: null` clears the model."""
 
-    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    cron: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    prompt: TaskPrompt | None = None
+    # Absent means unchanged; null is refused (422) and so not offered in the schema.
+    name: Annotated[str, Field(min_length=1, max_length=200)] | SkipJsonSchema[None] = None
+    cron: Annotated[str, Field(min_length=1, max_length=200)] | SkipJsonSchema[None] = None
+    prompt: TaskPrompt | SkipJsonSchema[None] = None
     model: ModelName | None = None
-    maxAttempts: MaxAttempts | None = None
-    paused: bool | None = None
+    maxAttempts: MaxAttempts | SkipJsonSchema[None] = None
+    paused: StrictBool | SkipJsonSchema[None] = None
 
 
 class Items(BaseModel):

@@ -11,6 +11,7 @@ projection (rebuild from 0 plus the row-by-row comparison).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -95,6 +96,7 @@ def main() -> int:
         )
     finally:
         services.close()
+        shutil.rmtree(tmp, ignore_errors=True)
         if args.postgres:
             import psycopg
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -9,7 +10,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, Recording
 
 from domain.errors import AlreadyExists, NotFound, RevisionConflict
 from domain.ids import workspace_id
@@ -36,6 +37,15 @@ class Tachograph(Application[UUID]):
         super().__init__(env)
         # Called after every commit so in-process followers wake at once, not on a poll.
         self.on_commit: Callable[[int], None] = lambda position: None
+        # Told about every durable save (metrics count appended events); wired by bootstrap.
+        self.on_recorded: Callable[[list[Recording[UUID]]], None] = lambda recordings: None
+
+    def _notify(self, recordings: list[Recording[UUID]]) -> None:
+        super()._notify(recordings)
+        try:
+            self.on_recorded(recordings)
+        except Exception:  # noqa: BLE001 - the save is durable; observing it must not fail it
+            logging.getLogger(__name__).exception("recording observer failed")
 
     def record(self, *aggregates: Aggregate) -> int | None:
         """Save pending events in one transaction; return the last log position."""
@@ -49,7 +59,7 @@ class Tachograph(Application[UUID]):
     def load(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
         """Get an aggregate of the given type, or raise NotFound."""
         try:
-            aggregate = self.repository.get(aggregate_id)
+            aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"{what} {aggregate_id} does not exist.") from None
         if not isinstance(aggregate, cls):
@@ -65,9 +75,7 @@ class Tachograph(Application[UUID]):
         existing = self._find_workspace(slug)
         if existing is not None:
             if existing.path != path:
-                raise AlreadyExists(
-                    f"Workspace {slug!r} is already registered with another path."
-                )
+                raise AlreadyExists(f"Workspace {slug!r} is already registered with another path.")
             return Recorded(existing.id, None), False
         workspace = Workspace(slug=slug, path=path, self_update=self_update, actor=actor)
         try:
@@ -95,7 +103,7 @@ class Tachograph(Application[UUID]):
 
     def _find_workspace(self, slug: str) -> Workspace | None:
         try:
-            workspace = self.repository.get(workspace_id(slug))
+            workspace: Aggregate = self.repository.get(workspace_id(slug))
         except AggregateNotFoundError:
             return None
         assert isinstance(workspace, Workspace)

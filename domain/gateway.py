@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid5
 
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Recorded, Tachograph
@@ -25,7 +27,6 @@ from domain.hook_dispatch import (
 )
 from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
 from domain.ids import PROJECT_NAMESPACE
-
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class HookGateway:
         stop_continues: Callable[[UUID, str | None], int],
         record: Callable[[HookDispatch], int | None] | None = None,
         submit: Callable[[HookDispatch], Future[int]] | None = None,
+        on_dispatch: Callable[[str, DispatchResult], None] | None = None,
     ) -> None:
         self.app = app
         self.config = config
@@ -116,6 +118,8 @@ class HookGateway:
         # The ingest hot path appends through a group committer when one is wired.
         self._record = record or app.record
         self._submit = submit
+        # Observer of every decided dispatch (metrics per handler); must never raise.
+        self._on_dispatch = on_dispatch or (lambda event, result: None)
         # Sessions this process has seen live: lets the hot path skip a lookup. A session
         # deleted by another replica may still take events here; the read models drop them.
         self._known_sessions: set[UUID] = set()
@@ -144,7 +148,7 @@ class HookGateway:
             return
         except NotFound:
             pass
-        try:
+        with suppress(IntegrityError):  # another request created it first
             self.app.create_session(
                 workspace,
                 None,
@@ -153,8 +157,6 @@ class HookGateway:
                 agent_session_id=agent_session_id,
                 session_id=session_id,
             )
-        except IntegrityError:
-            pass  # another request created it first
 
     def open_session(
         self, workspace: str, title: str | None, actor: str, **kwargs: Any
@@ -263,7 +265,7 @@ class HookGateway:
                 tool_name=ev.tool_name,
                 agent=ev.agent,
                 model=ev.model,
-                timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 detail=self._detail(ev, tool_input, tool_response),
             )
             continues = self._stop_continues(session_id, ev.turn_id) if ev.event == "Stop" else 0
@@ -272,6 +274,10 @@ class HookGateway:
             )
         else:
             result = DispatchResult("pass", None, None, None, [])
+        try:
+            self._on_dispatch(ev.event, result)
+        except Exception:  # noqa: BLE001 - observation never changes a decision
+            log.exception("dispatch observer failed")
         decided = IngestResult(
             dispatch_id=dispatch_id,
             outcome=result.outcome,
@@ -308,7 +314,9 @@ class HookGateway:
                 }
                 for r in result.runs
             ],
-            title_hint=first_line(ev.prompt, TITLE_CHARS) if ev.event == "UserPromptSubmit" else None,
+            title_hint=first_line(ev.prompt, TITLE_CHARS)
+            if ev.event == "UserPromptSubmit"
+            else None,
             summary_hint=(ev.last_assistant_message or "")[:SUMMARY_CHARS] or None
             if ev.event == "Stop"
             else None,
@@ -319,7 +327,7 @@ class HookGateway:
 
     def _stored(self, dispatch_id: UUID) -> IngestResult | None:
         try:
-            stored = self.app.repository.get(dispatch_id)
+            stored: Aggregate = self.app.repository.get(dispatch_id)
         except Exception:  # noqa: BLE001 - AggregateNotFoundError or the store is down
             return None
         if not isinstance(stored, HookDispatch):
@@ -359,5 +367,3 @@ class HookGateway:
         }
         detail.update({k: v for k, v in own.items() if v is not None})
         return detail
-
-

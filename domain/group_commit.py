@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, DomainEventProtocol

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.domain import event
+from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
@@ -40,7 +40,7 @@ def prune_hook_audit(app: Tachograph, now: datetime, min_interval: timedelta) ->
     """Append a retention event unless one was appended within min_interval (replica-safe)."""
     before = now - RETENTION
     try:
-        retention = app.repository.get(RETENTION_ID)
+        retention: Aggregate = app.repository.get(RETENTION_ID)
     except AggregateNotFoundError:
         retention = HookAuditRetention(before=before, actor="system")
     else:

@@ -343,3 +343,11 @@ def _check_port(parts: SplitResult, path: str) -> None:
         parts.port  # noqa: B018 - accessing .port validates it
     except ValueError:
         _fail(path, "invalid port")
+
+
+def check_outbound_url(
+    value: Any, path: str, *, allowed_hosts: frozenset[str], allow_insecure_loopback: bool
+) -> str:
+    """Apply the hook URL rules (§2, §6.1) to another outbound URL, e.g. the HTTP reflector."""
+    policy = _UrlPolicy(frozenset(h.lower() for h in allowed_hosts), allow_insecure_loopback)
+    return policy.check(value, True, path)

@@ -120,12 +120,10 @@ def verify_chain(
     chained_seq: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> VerifyReport:
-    """Recompute the chain over `events` (log order) and compare it with what was recorded.
-
-    `chained_seq` is how many events the recorded links cover; when it is given, a
-    checkpoint must exist at every multiple of the interval up to it (the ledger is
-    written in the same transaction as those links, so a gap means deleted rows).
-    """
+    """Recompute the chain over `events` (log order) and compare it with what was recorded."""
+    # `chained_seq` is how many events the recorded links cover: a checkpoint must exist at
+    # every multiple of the interval up to it, because the ledger row is written in the
+    # same transaction as its link, so a gap means deleted rows.
     report = VerifyReport(source=source, checkpoints=len(checkpoints))
     ordered = sorted(checkpoints, key=lambda c: c.seq)
     problems = _signature_problems(ordered, key, report)

@@ -92,7 +92,7 @@ class TaskService:
     def transcript(self, task_id: UUID, attempt: int) -> Transcript | None:
         """The transcript of one attempt, if it was started."""
         try:
-            found = self.app.repository.get(transcript_id(task_id, attempt))
+            found: object = self.app.repository.get(transcript_id(task_id, attempt))
         except AggregateNotFoundError:
             return None
         return found if isinstance(found, Transcript) else None

@@ -36,8 +36,9 @@ def application_env(settings: Settings) -> dict[str, str]:
         # Also the pool's wait for a free connection: bounds a request during an outage.
         "POSTGRES_CONNECT_TIMEOUT": "2",
         "POSTGRES_LOCK_TIMEOUT": "5",
-        "POSTGRES_POOL_SIZE": "5",
-        "POSTGRES_MAX_OVERFLOW": "10",
+        # Per process: up to 3 × TACHOGRAPH_DATABASE_POOL_SIZE log connections (README).
+        "POSTGRES_POOL_SIZE": str(settings.database_pool_size),
+        "POSTGRES_MAX_OVERFLOW": str(2 * settings.database_pool_size),
         "POSTGRES_MAX_WAITING": "64",
         "POSTGRES_PRE_PING": "y",
         # Off on purpose: the DB function skips the table lock and lets followers miss events.

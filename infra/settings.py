@@ -11,7 +11,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from apscheduler.triggers.cron import CronTrigger
+
 from domain.hook_config import HookConfig, HookConfigError, parse_hook_config
+from domain.reflection import ReflectorConfigError, parse_reflector_config
 
 
 class SettingsError(ValueError):
@@ -47,6 +50,8 @@ class Settings:
     data_dir: Path = Path("data")
     database_url: DatabaseURL | None = None
     database_schema: str = "public"
+    # PostgreSQL pools per process: log N (+2N overflow), read models 2N connections.
+    database_pool_size: int = 5
     api_key: str | None = None
     hooks_json: str | None = None
     hook_allowed_hosts: frozenset[str] = frozenset()
@@ -66,8 +71,19 @@ class Settings:
     coder_hook_issuer: str | None = None
     coder_hook_timeout_ms: int = 1500
     reflector: str = "rules"
+    # Autonomy jobs (SPEC §8): signal worker cadence, batch and claim expiry; the idle
+    # self-update job and reconcile cadence; the cron of system self-update schedules.
+    reflection_interval_s: float = 5.0
+    reflection_batch: int = 20
+    signal_claim_ttl_s: float = 300.0
+    self_update_idle_interval_s: float = 15.0
+    self_update_reconcile_interval_s: float = 60.0
+    self_update_cron: str = "0 * * * *"
     log_signing_key: str | None = None
     url: str = "http://127.0.0.1:8000"
+    # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
+    log_level: str = "INFO"
+    access_log: bool = False
     # How long a read (or a command) waits for the read models to reach a position.
     read_wait_s: float = 5.0
     # Secrets named by hook handlers' secretEnv, captured at start-up.
@@ -93,7 +109,7 @@ class Settings:
         """Parse settings; raise SettingsError naming the first bad variable."""
         env = os.environ if environ is None else environ
         get = _Reader(env)
-        hooks_json = get.str("TACHOGRAPH_HOOKS")
+        hooks_json = get.text("TACHOGRAPH_HOOKS")
         allowed_hosts = frozenset(get.csv("TACHOGRAPH_HOOK_ALLOWED_HOSTS"))
         insecure_loopback = get.flag("TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK")
         try:
@@ -102,15 +118,29 @@ class Settings:
             )
         except HookConfigError as exc:
             raise SettingsError(f"TACHOGRAPH_HOOKS: {exc}") from None
+        reflector = get.text("TACHOGRAPH_REFLECTOR") or "rules"
+        try:
+            reflector_secret = parse_reflector_config(
+                reflector, allowed_hosts=allowed_hosts, allow_insecure_loopback=insecure_loopback
+            ).secret_env
+        except ReflectorConfigError as exc:
+            raise SettingsError(f"TACHOGRAPH_REFLECTOR: {exc}") from None
+        if reflector_secret and not env.get(reflector_secret):
+            raise SettingsError(
+                f"{reflector_secret}: named by the reflector's secretEnv but not set"
+            )
         missing = sorted(n for n in hooks.secret_env_names() if not env.get(n))
         if missing:
             raise SettingsError(f"{missing[0]}: named by a hook's secretEnv but not set")
         secrets = {name: env[name] for name in hooks.secret_env_names()}
+        if reflector_secret:
+            secrets[reflector_secret] = env[reflector_secret]
         return cls(
-            data_dir=Path(get.str("TACHOGRAPH_DATA_DIR") or "data"),
+            data_dir=Path(get.text("TACHOGRAPH_DATA_DIR") or "data"),
             database_url=get.database_url("TACHOGRAPH_DATABASE_URL"),
             database_schema=get.identifier("TACHOGRAPH_DATABASE_SCHEMA") or "public",
-            api_key=get.str("TACHOGRAPH_API_KEY"),
+            database_pool_size=int(get.number("TACHOGRAPH_DATABASE_POOL_SIZE", 5, 1, 100, int)),
+            api_key=get.text("TACHOGRAPH_API_KEY"),
             hooks_json=hooks_json,
             hooks=hooks,
             hook_allowed_hosts=allowed_hosts,
@@ -118,7 +148,7 @@ class Settings:
             redacted_tools=frozenset(
                 get.csv("TACHOGRAPH_REDACTED_TOOLS", "storeSecret,recallSecret,updateSecret")
             ),
-            workspace_root=Path(get.str("TACHOGRAPH_WORKSPACE_ROOT") or "workspace"),
+            workspace_root=Path(get.text("TACHOGRAPH_WORKSPACE_ROOT") or "workspace"),
             task_command=get.argv("TACHOGRAPH_TASK_COMMAND"),
             task_concurrency=int(get.number("TACHOGRAPH_TASK_CONCURRENCY", 2, 1, 64, int)),
             task_timeout_s=get.number("TACHOGRAPH_TASK_TIMEOUT_S", 1800, 1, 7 * 86400, float),
@@ -127,14 +157,25 @@ class Settings:
             timezone=get.timezone("TACHOGRAPH_TIMEZONE"),
             no_signal_grace_s=get.number("TACHOGRAPH_NO_SIGNAL_GRACE_S", 120, 0, 86400, float),
             coder_hook_secret=get.secret("TACHOGRAPH_CODER_HOOK_SECRET", min_bytes=32),
-            coder_hook_url=get.str("TACHOGRAPH_CODER_HOOK_URL"),
-            coder_hook_issuer=get.str("TACHOGRAPH_CODER_HOOK_ISSUER"),
+            coder_hook_url=get.text("TACHOGRAPH_CODER_HOOK_URL"),
+            coder_hook_issuer=get.text("TACHOGRAPH_CODER_HOOK_ISSUER"),
             coder_hook_timeout_ms=int(
                 get.number("TACHOGRAPH_CODER_HOOK_TIMEOUT_MS", 1500, 100, 60000, int)
             ),
-            reflector=get.str("TACHOGRAPH_REFLECTOR") or "rules",
-            log_signing_key=get.str("TACHOGRAPH_LOG_SIGNING_KEY"),
-            url=get.str("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
+            reflector=reflector,
+            reflection_interval_s=get.number(
+                "TACHOGRAPH_REFLECTION_INTERVAL_S", 5, 0.05, 3600, float
+            ),
+            self_update_idle_interval_s=get.number(
+                "TACHOGRAPH_SELF_UPDATE_IDLE_S", 15, 0.05, 3600, float
+            ),
+            self_update_cron=get.cron("TACHOGRAPH_SELF_UPDATE_CRON", "0 * * * *"),
+            log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
+            url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
+            log_level=get.choice(
+                "TACHOGRAPH_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
+            ),
+            access_log=get.flag("TACHOGRAPH_ACCESS_LOG"),
             secrets=secrets,
         )
 
@@ -143,7 +184,7 @@ class _Reader:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
 
-    def str(self, name: str) -> str | None:
+    def text(self, name: str) -> str | None:
         value = self.env.get(name)
         if value is None or value.strip() == "":
             return None
@@ -162,7 +203,7 @@ class _Reader:
         raise SettingsError(f"{name}: expected 1 or 0, got {raw!r}")
 
     def number(self, name: str, default: float, lo: float, hi: float, kind: type) -> float:
-        raw = self.str(name)
+        raw = self.text(name)
         if raw is None:
             return default
         try:
@@ -173,14 +214,28 @@ class _Reader:
             raise SettingsError(f"{name}: must be between {lo:g} and {hi:g}, got {raw}")
         return float(value)
 
+    def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
+        raw = (self.text(name) or default).lower()
+        if raw not in allowed:
+            raise SettingsError(f"{name}: expected one of {', '.join(allowed)}, got {raw!r}")
+        return raw.upper()
+
+    def cron(self, name: str, default: str) -> str:
+        raw = self.text(name) or default
+        try:
+            CronTrigger.from_crontab(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{name}: not a five-field cron expression ({exc})") from None
+        return raw
+
     def identifier(self, name: str) -> str | None:
-        raw = self.str(name)
+        raw = self.text(name)
         if raw is not None and not raw.replace("_", "a").isalnum():
             raise SettingsError(f"{name}: must be letters, digits and underscores, got {raw!r}")
         return raw
 
     def timezone(self, name: str) -> str:
-        raw = self.str(name) or "UTC"
+        raw = self.text(name) or "UTC"
         try:
             ZoneInfo(raw)
         except (ZoneInfoNotFoundError, ValueError):
@@ -196,7 +251,7 @@ class _Reader:
         return raw
 
     def argv(self, name: str) -> tuple[str, ...] | None:
-        raw = self.str(name)
+        raw = self.text(name)
         if raw is None:
             return None
         try:
@@ -208,7 +263,7 @@ class _Reader:
         return tuple(value)
 
     def database_url(self, name: str) -> DatabaseURL | None:
-        raw = self.str(name)
+        raw = self.text(name)
         if raw is None:
             return None
         try:

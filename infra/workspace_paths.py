@@ -25,7 +25,11 @@ def contained_path(root: Path, path: str) -> str:
     real = Path(os.path.realpath(real_root / candidate))
     if real != real_root and real_root not in real.parents:
         raise PathOutsideRoot(f"path {path!r} resolves outside the workspace root.")
-    if not real.is_dir():
+    try:
+        is_dir = real.is_dir()
+    except OSError:  # e.g. a name too long for the filesystem: no such directory either
+        is_dir = False
+    if not is_dir:
         raise RuleViolation(
             f"path {path!r} is not an existing directory below the workspace root.",
         )

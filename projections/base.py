@@ -1,11 +1,11 @@
-"""Projection framework: handlers per event type, table names that can be redirected for rebuilds."""
+"""Projection framework: handlers per event type, table names redirectable for rebuilds."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, ClassVar, TypeVar
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar, overload
 from uuid import UUID
 
 from projections.store import Cursor
@@ -27,14 +27,19 @@ class Envelope:
 
     @property
     def at(self) -> str:
-        return iso(self.data["timestamp"])
+        timestamp: datetime = self.data["timestamp"]
+        return iso(timestamp)
 
 
-def iso(value: datetime | None) -> str | None:  # type: ignore[misc]
+@overload
+def iso(value: datetime) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+def iso(value: datetime | None) -> str | None:
     """Fixed-width ISO-8601 UTC, so strings sort like times in both stores."""
     if value is None:
         return None
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def handles(*types: str) -> Callable[[F], F]:

@@ -44,14 +44,29 @@ class HookAuditProjection(Projection):
         # A dispatch without handlers still shows on the timeline, as one record
         # with no handler, so operators see every event the agent sent.
         runs = d["runs"] or [
-            {"handlerId": None, "outcome": d["outcome"], "failure": None,
-             "reason": d["note"], "durationMs": 0}
+            {
+                "handlerId": None,
+                "outcome": d["outcome"],
+                "failure": None,
+                "reason": d["note"],
+                "durationMs": 0,
+            }
         ]
         rows = [
             (
-                f"{dispatch_id}:{seq}", session_id, dispatch_id, d["turn_id"], d["event_name"],
-                run["handlerId"], run["outcome"], run["failure"], run["reason"],
-                run["durationMs"], e.at, e.position, seq,
+                f"{dispatch_id}:{seq}",
+                session_id,
+                dispatch_id,
+                d["turn_id"],
+                d["event_name"],
+                run["handlerId"],
+                run["outcome"],
+                run["failure"],
+                run["reason"],
+                run["durationMs"],
+                e.at,
+                e.position,
+                seq,
             )
             for seq, run in enumerate(runs)
         ]

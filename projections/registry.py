@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from projections.autonomy import AutonomySettingsProjection
 from projections.base import Projection
 from projections.hook_audit import HookAuditProjection
+from projections.learned import LearnedProjection
 from projections.log_checkpoints import LogChainProjection
 from projections.schedules import SchedulesProjection
 from projections.sessions import SessionsProjection
+from projections.signals import SignalsProjection
 from projections.tasks import TaskActivityProjection, TasksProjection
 from projections.workspaces import WorkspacesProjection
 
@@ -18,6 +21,9 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     TasksProjection,
     TaskActivityProjection,
     SchedulesProjection,
+    AutonomySettingsProjection,
+    SignalsProjection,
+    LearnedProjection,
 )
 
 

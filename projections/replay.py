@@ -305,6 +305,10 @@ def _swap_in(
             for notification in page:
                 fresh.apply(cur, decode(app, notification))
             start = page[-1].id
+        # Deferred per-batch work (if the projection has any) belongs to this transaction too.
+        end_batch = getattr(fresh, "end_batch", None)
+        if end_batch is not None:
+            end_batch(cur)
         if rebuilt_at > position:
             # The live side lagged (it could not apply the log): the rebuilt rows are at
             # the later position, so the runners continue from there.

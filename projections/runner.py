@@ -9,10 +9,10 @@ an event already applied by another process is skipped, never applied twice.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from eventsourcing.persistence import Notification
 
@@ -54,16 +54,32 @@ def ensure_tracking_row(cur: Cursor, name: str, *, reset: bool = False) -> None:
 def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
     """Create read-model and tracking tables (idempotent)."""
     projections = list(projections)
-    # One statement per transaction: on PostgreSQL `CREATE INDEX IF NOT EXISTS` locks its
-    # table even when the index exists, and holding one such lock while waiting for the
-    # next deadlocks with a running replica's projection batch (seen starting a second
-    # worker under load).
-    for stmt in [TRACKING_DDL, *(s for p in projections for s in p.ddl())]:
-        with store.transaction() as cur:
-            cur.execute(stmt)
     with store.transaction() as cur:
+        for stmt in [TRACKING_DDL, *(s for p in projections for s in p.ddl())]:
+            # On PostgreSQL `CREATE INDEX IF NOT EXISTS` locks its table even when the
+            # index exists; holding such locks deadlocks with a running replica's
+            # projection batch (seen starting a second worker under load). Existing
+            # objects are therefore skipped, not re-declared.
+            if store.dialect == "postgres" and _exists(cur, stmt):
+                continue
+            cur.execute(stmt)
         for projection in projections:
             ensure_tracking_row(cur, projection.name)
+
+
+_DDL_OBJECT = re.compile(
+    r"\s*CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.I
+)
+
+
+def _exists(cur: Cursor, stmt: str) -> bool:
+    """Whether the table or index a DDL statement declares exists (PostgreSQL)."""
+    match = _DDL_OBJECT.match(stmt)
+    if match is None:
+        return False
+    cur.execute("SELECT to_regclass(?) IS NOT NULL AS found", (match.group(1),))
+    row = cur.fetchone()
+    return bool(row and row["found"])
 
 
 def apply_batch(
@@ -74,12 +90,12 @@ def apply_batch(
 ) -> dict[str, int]:
     """Apply envelopes beyond each projection's tracked position; one transaction."""
     names = tracking_names or {p.name: p.name for p in projections}
-    lock = " FOR UPDATE" if store.dialect == "postgres" else ""
+    # Rows locked in name order: two runners locking them in scan order deadlocked.
+    lock = " ORDER BY name FOR UPDATE" if store.dialect == "postgres" else ""
     with store.transaction() as cur:
         placeholders = ",".join("?" * len(names))
         cur.execute(
-            f"SELECT name, position FROM projection_tracking "
-            f"WHERE name IN ({placeholders}){lock}",
+            f"SELECT name, position FROM projection_tracking WHERE name IN ({placeholders}){lock}",
             list(names.values()),
         )
         tracked = {row["name"]: int(row["position"]) for row in cur.fetchall()}
@@ -209,7 +225,9 @@ class ProjectionRunner:
                 first = self.last_error is None
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 # Full traceback once per fault, not on every retry of an outage.
-                log.warning("projection batch failed; retrying: %s", self.last_error, exc_info=first)
+                log.warning(
+                    "projection batch failed; retrying: %s", self.last_error, exc_info=first
+                )
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -220,5 +238,3 @@ class ProjectionRunner:
 
 def projection_names(projections: Iterable[Projection]) -> list[str]:
     return [p.name for p in projections]
-
-

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from projections.base import Envelope, Projection, handles
@@ -144,9 +144,9 @@ def session_row(r: dict[str, Any], grace_s: float, now: datetime | None = None) 
     """Wire shape of a session row; `no_signal` is derived at read time from the grace."""
     status = r["status"]
     if status is None:
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         silent_since = datetime.strptime(r["created_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-            tzinfo=timezone.utc
+            tzinfo=UTC
         )
         status = "no_signal" if now - silent_since > timedelta(seconds=grace_s) else "idle"
     return {
@@ -204,5 +204,3 @@ def get_session(store: ReadStore, session_id: str, grace_s: float) -> dict[str, 
     result = session_row(row, grace_s)
     result["messages"] = json.loads(row["messages"])
     return result
-
-

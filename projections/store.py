@@ -56,7 +56,8 @@ class ReadStore(ABC):
         """Run one read query."""
         with self.transaction(write=False) as cur:
             cur.execute(sql, params)
-            return cur.fetchall()
+            rows: list[dict[str, Any]] = cur.fetchall()
+            return rows
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
         rows = self.query(sql, params)
@@ -137,10 +138,10 @@ class _PGCursor(Cursor):
         self._cur = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._cur.execute(_pg(sql), tuple(params))
+        self._cur.execute(_pg(sql), _pg_params(params))
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._cur.executemany(_pg(sql), rows)
+        self._cur.executemany(_pg(sql), [_pg_params(r) for r in rows])
 
     def fetchone(self) -> dict[str, Any] | None:
         return self._cur.fetchone()
@@ -156,6 +157,15 @@ class _PGCursor(Cursor):
 _PG_SQL_CACHE: dict[str, str] = {}
 
 
+def _pg_params(params: Sequence[Any]) -> tuple[Any, ...]:
+    # PostgreSQL text cannot hold NUL. The API refuses it, but an event that carries one
+    # anyway (a hook handler's reason, an old event) must not jam a projection forever:
+    # it is stored as U+FFFD instead, the same on every replay.
+    return tuple(
+        p.replace("\x00", "\ufffd") if isinstance(p, str) and "\x00" in p else p for p in params
+    )
+
+
 def _pg(sql: str) -> str:
     converted = _PG_SQL_CACHE.get(sql)
     if converted is None:
@@ -169,8 +179,13 @@ class PostgresReadStore(ReadStore):
 
     dialect = "postgres"
 
-    def __init__(self, conninfo: str, schema: str, *, max_size: int = 10) -> None:
+    def __init__(
+        self, conninfo: str, schema: str, *, max_size: int = 10, breaker: Any = None
+    ) -> None:
         self.schema = schema
+        # Shared with the event store (infra/pg_recorder.py): one database, one verdict on
+        # whether it is reachable, so reads fail at once during an outage too.
+        self.breaker = breaker
         self.pool = ConnectionPool(
             conninfo,
             min_size=1,
@@ -187,8 +202,21 @@ class PostgresReadStore(ReadStore):
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
-        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield _PGCursor(cur)
+        probe = self.breaker.enter() if self.breaker is not None else False
+        error: BaseException | None = None
+        try:
+            with (
+                self.pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor(row_factory=dict_row) as cur,
+            ):
+                yield _PGCursor(cur)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if self.breaker is not None:
+                self.breaker.leave(probe, error)
 
     def close(self) -> None:
         self.pool.close()

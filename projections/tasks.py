@@ -215,7 +215,8 @@ class TaskActivityProjection(Projection):
 
 
 def _at(e: Envelope) -> str | None:
-    return iso(e.data["at"])
+    at: datetime = e.data["at"]
+    return iso(at)
 
 
 def _error(e: Envelope) -> dict[str, Any]:

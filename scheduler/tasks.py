@@ -36,6 +36,7 @@ from infra.executor import (
     describe_exit,
     task_env,
 )
+from infra.logs import log_context
 from infra.settings import Settings
 from projections.schedules import due_user_schedule_ids
 from projections.store import ReadStore
@@ -232,8 +233,10 @@ class TaskExecutor:
             thread.join(max(deadline - time.monotonic(), 0.1))
 
     def _run(self, claim: Claim) -> None:
+        ids = {"task_id": claim.task_id, "turn_id": claim.turn_id, "session_id": claim.session_id}
         try:
-            self._attempt(claim)
+            with log_context(**ids):  # every line logged during the attempt carries them
+                self._attempt(claim)
         except Exception:  # noqa: BLE001 - a bug in one attempt must not kill the worker
             log.exception("task attempt crashed", extra={"task_id": claim.task_id})
             self._settle_retrying(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -12,6 +13,7 @@ from domain.application import Tachograph
 from domain.session import Session
 from infra.settings import Settings
 from projections.store import ReadStore
+from tests.autonomy.workload import autonomy_workload
 
 KEY = "audit-test-signing-key-0123456789abcdef"
 
@@ -65,7 +67,7 @@ def mixed_workload(client: TestClient, settings: Settings, sessions: int = 12) -
     for i in range(sessions):
         workspace = "repo" if i % 2 else "default"
         sid = client.post("/api/sessions", json={"workspaceId": workspace}).json()["id"]
-        events = [
+        events: list[dict[str, Any]] = [
             {"event": "SessionStart", "agent": "claude-code", "agentSessionId": f"a{i}"},
             {"event": "UserPromptSubmit", "turnId": "t1", "prompt": f"fix bug {i}"},
             {"event": "PreToolUse", "turnId": "t1", "toolName": "Bash", "toolInput": {"c": i}},
@@ -107,3 +109,4 @@ def mixed_workload(client: TestClient, settings: Settings, sessions: int = 12) -
         )
         if i == 2:
             assert client.delete(f"/api/schedules/{schedule_id}").status_code == 204
+    autonomy_workload(client)

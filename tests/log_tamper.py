@@ -28,13 +28,13 @@ class Tamper:
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
         if self.sqlite:
-            conn = sqlite3.connect(self.settings.sqlite_path, isolation_level=None)
+            lite = sqlite3.connect(self.settings.sqlite_path, isolation_level=None)
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                yield conn.cursor()
-                conn.execute("COMMIT")
+                lite.execute("BEGIN IMMEDIATE")
+                yield lite.cursor()
+                lite.execute("COMMIT")
             finally:
-                conn.close()
+                lite.close()
         else:
             assert self.settings.database_url is not None
             conninfo = self.settings.database_url.conninfo()

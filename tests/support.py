@@ -14,9 +14,7 @@ import httpx
 
 from infra.settings import Settings
 
-PG_URL = os.environ.get(
-    "TACHOGRAPH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+PG_URL = os.environ.get("TACHOGRAPH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def env_for(settings: Settings) -> dict[str, str]:
@@ -82,13 +80,14 @@ class Server(Proc):
             ["serve", "--port", str(self.port)], {**env_for(settings), **(extra_env or {})}, log
         )
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 30.0, headers: dict[str, str] | None = None) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
                 raise RuntimeError(f"serve exited early:\n{self.output()}")
             try:
-                if httpx.get(self.url + "/api/health", timeout=1).status_code == 200:
+                health = httpx.get(self.url + "/api/health", timeout=1, headers=headers)
+                if health.status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

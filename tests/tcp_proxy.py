@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:<port> to a target; `cut()` drops every connection and refuses new ones."""
+    """Forwards 127.0.0.1:<port> to a target; `cut()` drops all connections, refuses new ones."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
@@ -72,8 +73,6 @@ class TcpProxy:
 
 
 def _close(s: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()

@@ -31,7 +31,8 @@ AUDIENCE = "https://tachograph.test/hooks/coder"
 
 def load_fixture(name: str) -> dict[str, Any]:
     document = json.loads((FIXTURES / name).read_text())
-    return document["payload"] if "payload" in document else document
+    payload: dict[str, Any] = document.get("payload", document)
+    return payload
 
 
 def claude_session(payload: dict[str, Any]) -> str:
@@ -76,13 +77,21 @@ def test_every_claude_fixture_is_accepted_mapped_and_answered(
     assert session.json()["agent"] == "claude-code"
     assert session.json()["agentSessionId"] == payload["session_id"]
     assert session.json()["workspaceId"] == "default"
-    events = [r["event"] for r in adapter_client.get(f"/api/sessions/{session_id}/hooks").json()["items"]]
+    events = [
+        r["event"] for r in adapter_client.get(f"/api/sessions/{session_id}/hooks").json()["items"]
+    ]
     assert events == [payload["hook_event_name"]]
 
 
 def test_out_of_order_lifecycle_from_real_payloads(adapter_client: TestClient) -> None:
-    names = ["SessionStart-2.json", "UserPromptSubmit-1.json", "PreToolUse-1.json",
-             "PostToolUse-1.json", "SessionEnd-2.json", "StopFailure-2.json"]
+    names = [
+        "SessionStart-2.json",
+        "UserPromptSubmit-1.json",
+        "PreToolUse-1.json",
+        "PostToolUse-1.json",
+        "SessionEnd-2.json",
+        "StopFailure-2.json",
+    ]
     session_id = None
     for name in names:
         payload = load_fixture(name)
@@ -97,7 +106,9 @@ def test_out_of_order_lifecycle_from_real_payloads(adapter_client: TestClient) -
     assert row["title"] == load_fixture("UserPromptSubmit-1.json")["prompt"].splitlines()[0][:80]
 
 
-def test_explicit_session_and_workspace_headers(adapter_client: TestClient, settings: Settings) -> None:
+def test_explicit_session_and_workspace_headers(
+    adapter_client: TestClient, settings: Settings
+) -> None:
     (settings.workspace_root / "proj").mkdir()
     adapter_client.post("/api/workspaces", json={"id": "proj", "path": "proj"})
     session_id = "6f1c5e1a-1111-4222-8333-944455556666"
@@ -115,7 +126,9 @@ def test_explicit_session_and_workspace_headers(adapter_client: TestClient, sett
         "/hooks/claude", json=payload, headers={"x-tachograph-session-id": ""}
     )
     assert empty_header.status_code == 200  # empty = absent: falls back to the native id
-    bad = adapter_client.post("/hooks/claude", json=payload, headers={"x-tachograph-session-id": "x"})
+    bad = adapter_client.post(
+        "/hooks/claude", json=payload, headers={"x-tachograph-session-id": "x"}
+    )
     assert bad.status_code == 422
 
 
@@ -131,27 +144,41 @@ def test_bad_claude_bodies_are_4xx(adapter_client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     "adapter_client",
-    [{
-        "PreToolUse": [{"id": "policy", "type": "http", "url": "$URL/pre"}],
-        "UserPromptSubmit": [{"id": "rewrite", "type": "http", "url": "$URL/prompt"}],
-        "Stop": [{"id": "again", "type": "http", "url": "$URL/stop"}],
-        "SessionStart": [{"id": "ctx", "type": "http", "url": "$URL/ctx"}],
-    }],
+    [
+        {
+            "PreToolUse": [{"id": "policy", "type": "http", "url": "$URL/pre"}],
+            "UserPromptSubmit": [{"id": "rewrite", "type": "http", "url": "$URL/prompt"}],
+            "Stop": [{"id": "again", "type": "http", "url": "$URL/stop"}],
+            "SessionStart": [{"id": "ctx", "type": "http", "url": "$URL/ctx"}],
+        }
+    ],
     indirect=True,
 )
-def test_decisions_render_in_claude_format(adapter_client: TestClient, hook_server: HookServer) -> None:
+def test_decisions_render_in_claude_format(
+    adapter_client: TestClient, hook_server: HookServer
+) -> None:
     hook_server.routes["/ctx"] = answer("pass", additionalContext="Remember the style guide")
     hook_server.routes["/prompt"] = answer("modify", replacement="a safer prompt")
     hook_server.routes["/stop"] = answer("continue", reason="tests still fail")
     start = adapter_client.post("/hooks/claude", json=load_fixture("SessionStart-1.json")).json()
-    assert start == {"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                            "additionalContext": "Remember the style guide"}}
+    assert start == {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": "Remember the style guide",
+        }
+    }
     hook_server.routes["/pre"] = answer("deny", reason="no writes here")
     deny = adapter_client.post("/hooks/claude", json=load_fixture("PreToolUse-1.json")).json()
-    assert deny == {"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                                           "permissionDecision": "deny",
-                                           "permissionDecisionReason": "no writes here"}}
-    hook_server.routes["/pre"] = answer("modify", replacement={"file_path": "/tmp/x", "content": ""})
+    assert deny == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "no writes here",
+        }
+    }
+    hook_server.routes["/pre"] = answer(
+        "modify", replacement={"file_path": "/tmp/x", "content": ""}
+    )
     modify = adapter_client.post("/hooks/claude", json=load_fixture("PreToolUse-2.json")).json()
     assert modify["hookSpecificOutput"]["permissionDecision"] == "allow"
     assert modify["hookSpecificOutput"]["updatedInput"] == {"file_path": "/tmp/x", "content": ""}
@@ -163,12 +190,14 @@ def test_decisions_render_in_claude_format(adapter_client: TestClient, hook_serv
     assert stop == {"decision": "block", "reason": "tests still fail"}
     # The audit record says the prompt rewrite was rendered as a block.
     session_id = claude_session(prompt_payload)
-    dispatches = adapter_client.get(
-        "/api/events", params={"type": "HookDispatch.Created"}
-    ).json()["events"]
-    notes = [e["data"]["note"] for e in dispatches
-             if e["data"]["event_name"] == "UserPromptSubmit"
-             and e["data"]["session_id"] == session_id]
+    dispatches = adapter_client.get("/api/events", params={"type": "HookDispatch.Created"}).json()[
+        "events"
+    ]
+    notes = [
+        e["data"]["note"]
+        for e in dispatches
+        if e["data"]["event_name"] == "UserPromptSubmit" and e["data"]["session_id"] == session_id
+    ]
     assert notes and notes[0]
 
 
@@ -190,17 +219,34 @@ def coder_request(
     chat_id: str = "chat-1",
     **claim_overrides: Any,
 ) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({
-        "type": type_,
-        "meta": {"dispatch_id": dispatch_id, "schema_version": 1, "chat_id": chat_id,
-                 "owner_id": "owner", "turn_id": "turn-9"},
-        "data": data if data is not None else
-        {"tool_use_id": "tu", "tool_name": "bash", "tool_input": {"cmd": "ls"}},
-    }).encode()
+    body = json.dumps(
+        {
+            "type": type_,
+            "meta": {
+                "dispatch_id": dispatch_id,
+                "schema_version": 1,
+                "chat_id": chat_id,
+                "owner_id": "owner",
+                "turn_id": "turn-9",
+            },
+            "data": data
+            if data is not None
+            else {"tool_use_id": "tu", "tool_name": "bash", "tool_input": {"cmd": "ls"}},
+        }
+    ).encode()
     now = int(time.time())
-    claims = {"aud": AUDIENCE, "sub": f"coder:chat:{chat_id}", "jti": dispatch_id, "type": type_,
-              "iat": now, "nbf": now - 1, "exp": now + 60, "schema_version": 1,
-              "body_sha256": hashlib.sha256(body).hexdigest(), **claim_overrides}
+    claims = {
+        "aud": AUDIENCE,
+        "sub": f"coder:chat:{chat_id}",
+        "jti": dispatch_id,
+        "type": type_,
+        "iat": now,
+        "nbf": now - 1,
+        "exp": now + 60,
+        "schema_version": 1,
+        "body_sha256": hashlib.sha256(body).hexdigest(),
+        **claim_overrides,
+    }
     token = jwt.encode(claims, SECRET, algorithm="HS256")
     return body, {"authorization": f"Bearer {token}", "content-type": "application/json"}
 
@@ -230,10 +276,13 @@ def test_coder_webhook_round_trip_with_signed_answer(
     body, headers = coder_request()
     response = adapter_client.post("/hooks/coder", content=body, headers=headers)
     assert response.status_code == 200
-    assert response.json() == {"permission": {"decision": "deny", "reason": "not on main"},
-                               "user_message": "not on main"}
-    signature = jwt.decode(response.headers["Coder-Hook-Signature"], SECRET,
-                           algorithms=["HS256"], audience=AUDIENCE)
+    assert response.json() == {
+        "permission": {"decision": "deny", "reason": "not on main"},
+        "user_message": "not on main",
+    }
+    signature = jwt.decode(
+        response.headers["Coder-Hook-Signature"], SECRET, algorithms=["HS256"], audience=AUDIENCE
+    )
     assert signature["jti"] == "disp-1" and signature["type"] == "pre_tool_use"
     assert signature["sub"] == "coder:chat:chat-1"
     assert signature["body_sha256"] == hashlib.sha256(response.content).hexdigest()
@@ -249,9 +298,15 @@ def test_coder_webhook_round_trip_with_signed_answer(
 
 @pytest.mark.parametrize(
     ("overrides", "tamper"),
-    [({"aud": "https://other/hooks/coder"}, False), ({"exp": 1}, False), ({"jti": "other"}, False),
-     ({"type": "stop"}, False), ({"sub": "coder:chat:else"}, False), ({"schema_version": 2}, False),
-     ({}, True)],
+    [
+        ({"aud": "https://other/hooks/coder"}, False),
+        ({"exp": 1}, False),
+        ({"jti": "other"}, False),
+        ({"type": "stop"}, False),
+        ({"sub": "coder:chat:else"}, False),
+        ({"schema_version": 2}, False),
+        ({}, True),
+    ],
 )
 def test_coder_verification_failures_store_nothing(
     adapter_client: TestClient, overrides: dict[str, Any], tamper: bool
@@ -286,7 +341,9 @@ def test_coder_slow_dispatch_is_contained_within_half_the_timeout(
     assert elapsed < 1.4  # answered at ~0.75 s, before the handler's 1.5 s answer
     observational, obs_headers = coder_request("post_compact", data={}, dispatch_id="disp-2")
     hook_server.routes["/slow"] = answer("pass")
-    assert adapter_client.post("/hooks/coder", content=observational, headers=obs_headers).json() == {}
+    assert (
+        adapter_client.post("/hooks/coder", content=observational, headers=obs_headers).json() == {}
+    )
 
 
 def test_coder_route_is_404_when_unconfigured(settings: Settings) -> None:
@@ -298,10 +355,16 @@ def test_coder_route_is_404_when_unconfigured(settings: Settings) -> None:
 # The command hook as a real subprocess against a real server
 
 
-def run_command_hook(env: dict[str, str], payload: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+def run_command_hook(
+    env: dict[str, str], payload: dict[str, Any], *args: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "api.cli", "hook", "claude", *args],
-        input=json.dumps(payload), env=env, capture_output=True, text=True, timeout=30,
+        input=json.dumps(payload),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 

@@ -63,8 +63,14 @@ def test_api_key_is_required_when_configured(settings: Settings) -> None:
 
 def test_openapi_lists_the_routes(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
-    for path in ["/api/sessions", "/api/sessions/{session_id}", "/api/workspaces",
-                 "/api/events", "/api/streams/{aggregate_id}", "/api/health"]:
+    for path in [
+        "/api/sessions",
+        "/api/sessions/{session_id}",
+        "/api/workspaces",
+        "/api/events",
+        "/api/streams/{aggregate_id}",
+        "/api/health",
+    ]:
         assert path in paths
     assert client.get("/docs").status_code == 200
 

@@ -28,8 +28,12 @@ def test_stream_lists_events_with_positions(client: TestClient) -> None:
     assert body["aggregateId"] == session_id
     assert body["type"] == "Session"
     types = [e["type"] for e in body["events"]]
-    assert types == ["Session.Created", "Session.Renamed", "Session.MessagesSaved",
-                     "Session.Renamed"]
+    assert types == [
+        "Session.Created",
+        "Session.Renamed",
+        "Session.MessagesSaved",
+        "Session.Renamed",
+    ]
     assert [e["version"] for e in body["events"]] == [1, 2, 3, 4]
     positions = [e["position"] for e in body["events"]]
     assert positions == sorted(positions)
@@ -73,7 +77,9 @@ def test_events_as_ndjson(client: TestClient) -> None:
     assert len(lines) == 6  # workspace, session, its SessionStart dispatch, three changes
 
 
-def test_export_writes_the_log_as_ndjson(client: TestClient, settings: Settings, tmp_path: Path) -> None:
+def test_export_writes_the_log_as_ndjson(
+    client: TestClient, settings: Settings, tmp_path: Path
+) -> None:
     make_session(client)
     out = tmp_path / "log.ndjson"
     result = subprocess.run(
@@ -85,7 +91,11 @@ def test_export_writes_the_log_as_ndjson(client: TestClient, settings: Settings,
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [e["type"] for e in lines] == ["Session.Created", "HookDispatch.Created",
-                                          "Session.Renamed", "Session.MessagesSaved",
-                                          "Session.Renamed"]
+    assert [e["type"] for e in lines] == [
+        "Session.Created",
+        "HookDispatch.Created",
+        "Session.Renamed",
+        "Session.MessagesSaved",
+        "Session.Renamed",
+    ]
     assert "exported 5 events" in result.stderr

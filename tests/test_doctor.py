@@ -19,7 +19,10 @@ VENV_BIN = str(Path(sys.executable).parent)
 def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "api.cli", "doctor"],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -28,7 +31,12 @@ def test_healthy_setup_passes_every_check(settings: Settings) -> None:
     result = doctor(env)
     lines = result.stdout.splitlines()
     assert [line.split()[1].rstrip(":") for line in lines] == [
-        "settings", "database", "hooks", "hooks.log", "executor", "path"
+        "settings",
+        "database",
+        "hooks",
+        "hooks.log",
+        "executor",
+        "path",
     ]
     assert result.returncode == 0, result.stdout
     assert all(line.startswith("ok") for line in lines)
@@ -47,8 +55,11 @@ def test_each_problem_is_reported_and_fails(settings: Settings) -> None:
     }
     result = doctor(env)
     assert result.returncode == 1
-    failed = {line.split()[1].rstrip(":") for line in result.stdout.splitlines()
-              if line.startswith("FAIL")}
+    failed = {
+        line.split()[1].rstrip(":")
+        for line in result.stdout.splitlines()
+        if line.startswith("FAIL")
+    }
     assert failed == {"hooks.log", "executor", "path"}
     assert "connection refused" in result.stdout
 
@@ -61,8 +72,11 @@ def test_bad_settings_fail_first(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)
 def test_unreachable_database_fails(settings: Settings) -> None:
-    env = {**env_for(settings), "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin",
-           "TACHOGRAPH_DATABASE_URL": "postgresql://postgres@127.0.0.1:9/test"}
+    env = {
+        **env_for(settings),
+        "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin",
+        "TACHOGRAPH_DATABASE_URL": "postgresql://postgres@127.0.0.1:9/test",
+    }
     result = doctor(env)
     assert result.returncode == 1
     assert any(line.startswith("FAIL database") for line in result.stdout.splitlines())

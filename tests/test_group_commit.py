@@ -16,10 +16,25 @@ from infra.log_reader import read_events, read_stream
 
 def dispatch(dispatch_id: UUID, session_id: UUID) -> HookDispatch:
     return HookDispatch(
-        dispatch_id=dispatch_id, session_id=session_id, event_name="PostToolUse", event_id=None,
-        turn_id=None, agent=None, agent_session_id=None, tool_name=None, tool_call_id=None,
-        subagent_id=None, outcome="pass", reason=None, additional_context=None, replacement=None,
-        runs=[], title_hint=None, summary_hint=None, note=None, actor="test",
+        dispatch_id=dispatch_id,
+        session_id=session_id,
+        event_name="PostToolUse",
+        event_id=None,
+        turn_id=None,
+        agent=None,
+        agent_session_id=None,
+        tool_name=None,
+        tool_call_id=None,
+        subagent_id=None,
+        outcome="pass",
+        reason=None,
+        additional_context=None,
+        replacement=None,
+        runs=[],
+        title_hint=None,
+        summary_hint=None,
+        note=None,
+        actor="test",
     )
 
 
@@ -65,7 +80,9 @@ def test_32_writers_with_injected_conflicts_each_get_their_own_answer(services: 
     assert max(batches) > 1  # concurrent appends really shared transactions
 
 
-def test_store_failure_releases_every_waiter(services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_failure_releases_every_waiter(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
     committer = GroupCommitter(services.app)
 
     def down(*_: object) -> object:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -78,8 +78,18 @@ def test_event_without_handlers_passes_and_is_audited(gateway_client: TestClient
         f"/api/sessions/{session_id}/hooks", params={"minPosition": position}
     ).json()["items"]
     assert [r["event"] for r in records] == ["SessionStart", "PostToolUse"]
-    assert set(records[1]) == {"id", "dispatchId", "turnId", "event", "handlerId", "outcome",
-                               "failure", "reason", "durationMs", "at"}
+    assert set(records[1]) == {
+        "id",
+        "dispatchId",
+        "turnId",
+        "event",
+        "handlerId",
+        "outcome",
+        "failure",
+        "reason",
+        "durationMs",
+        "at",
+    }
     assert records[1]["turnId"] == "t1" and records[1]["dispatchId"] == decision["dispatchId"]
 
 
@@ -99,12 +109,20 @@ def test_session_info_is_derived_from_hooks(gateway_client: TestClient) -> None:
     session_id = new_session(c)
     url = f"/api/sessions/{session_id}"
     assert c.get(url).json()["status"] == "idle"
-    sent = post(c, session_id, event="UserPromptSubmit", agent="claude-code",
-                agentSessionId="native-1", prompt="Fix the login bug\nsecond line")
+    sent = post(
+        c,
+        session_id,
+        event="UserPromptSubmit",
+        agent="claude-code",
+        agentSessionId="native-1",
+        prompt="Fix the login bug\nsecond line",
+    )
     row = read_after(c, url, sent)
     assert row["status"] == "working"
     assert (row["title"], row["agent"], row["agentSessionId"]) == (
-        "Fix the login bug", "claude-code", "native-1"
+        "Fix the login bug",
+        "claude-code",
+        "native-1",
     )
     post(c, session_id, event="UserPromptSubmit", prompt="Another prompt")
     assert read_after(c, url, post(c, session_id, event="Notification"))["status"] == "waiting"
@@ -142,8 +160,14 @@ def test_matching_handler_denies_and_other_tools_pass(
 ) -> None:
     hook_server.routes["/deny"] = answer("deny", reason="no shell")
     session_id = new_session(gateway_client)
-    denied = post(gateway_client, session_id, event="PreToolUse", toolName="Bash",
-                  toolInput={"command": "rm -rf /"}, turnId="t")
+    denied = post(
+        gateway_client,
+        session_id,
+        event="PreToolUse",
+        toolName="Bash",
+        toolInput={"command": "rm -rf /"},
+        turnId="t",
+    )
     assert denied.json()["outcome"] == "deny" and denied.json()["reason"] == "no shell"
     other = post(gateway_client, session_id, event="PreToolUse", toolName="Read", toolInput={})
     assert other.json()["outcome"] == "pass"
@@ -158,10 +182,14 @@ def test_matching_handler_denies_and_other_tools_pass(
 
 @pytest.mark.parametrize(
     "gateway_client",
-    [{"PreToolUse": [
-        {"id": "first", "type": "http", "url": "$URL/modify"},
-        {"id": "second", "type": "http", "url": "$URL/pass"},
-    ]}],
+    [
+        {
+            "PreToolUse": [
+                {"id": "first", "type": "http", "url": "$URL/modify"},
+                {"id": "second", "type": "http", "url": "$URL/pass"},
+            ]
+        }
+    ],
     indirect=True,
 )
 def test_modify_chains_into_the_next_handler(
@@ -170,8 +198,9 @@ def test_modify_chains_into_the_next_handler(
     hook_server.routes["/modify"] = answer("modify", replacement={"command": "ls -la"})
     hook_server.routes["/pass"] = answer("pass", additionalContext="checked")
     session_id = new_session(gateway_client)
-    decision = post(gateway_client, session_id, event="PreToolUse", toolName="Bash",
-                    toolInput={"command": "ls"}).json()
+    decision = post(
+        gateway_client, session_id, event="PreToolUse", toolName="Bash", toolInput={"command": "ls"}
+    ).json()
     assert decision["outcome"] == "modify"
     assert decision["replacement"] == {"command": "ls -la"}
     assert decision["additionalContext"] == "checked"
@@ -180,11 +209,19 @@ def test_modify_chains_into_the_next_handler(
 
 @pytest.mark.parametrize(
     "gateway_client",
-    [{"UserPromptSubmit": [{"id": "slow-gate", "type": "http", "url": "$URL/slow", "timeoutMs": 200}],
-      "PostToolUse": [{"id": "broken", "type": "http", "url": "$URL/broken"}]}],
+    [
+        {
+            "UserPromptSubmit": [
+                {"id": "slow-gate", "type": "http", "url": "$URL/slow", "timeoutMs": 200}
+            ],
+            "PostToolUse": [{"id": "broken", "type": "http", "url": "$URL/broken"}],
+        }
+    ],
     indirect=True,
 )
-def test_failures_follow_the_failure_mode(gateway_client: TestClient, hook_server: HookServer) -> None:
+def test_failures_follow_the_failure_mode(
+    gateway_client: TestClient, hook_server: HookServer
+) -> None:
     hook_server.routes["/slow"] = answer("pass")
     hook_server.delays["/slow"] = 1.0
     hook_server.routes["/broken"] = lambda _: (500, {})
@@ -208,8 +245,10 @@ def test_stop_continue_is_honoured_three_times_per_turn(
 ) -> None:
     hook_server.routes["/continue"] = answer("continue", reason="tests are failing")
     session_id = new_session(gateway_client)
-    outcomes = [post(gateway_client, session_id, event="Stop", turnId="turn-1").json()["outcome"]
-                for _ in range(5)]
+    outcomes = [
+        post(gateway_client, session_id, event="Stop", turnId="turn-1").json()["outcome"]
+        for _ in range(5)
+    ]
     assert outcomes == ["continue", "continue", "continue", "pass", "pass"]
     next_turn = post(gateway_client, session_id, event="Stop", turnId="turn-2").json()
     assert next_turn["outcome"] == "continue"
@@ -225,8 +264,13 @@ def test_secret_tool_inputs_are_redacted_before_dispatch_and_storage(
 ) -> None:
     hook_server.routes["/pass"] = answer("pass")
     session_id = new_session(gateway_client)
-    decision = post(gateway_client, session_id, event="PreToolUse", toolName="storeSecret",
-                    toolInput={"value": "hunter2-secret"}).json()
+    decision = post(
+        gateway_client,
+        session_id,
+        event="PreToolUse",
+        toolName="storeSecret",
+        toolInput={"value": "hunter2-secret"},
+    ).json()
     assert hook_server.bodies("/pass")[0]["detail"]["toolInput"] == "[redacted]"
     stream = gateway_client.get(f"/api/streams/{decision['dispatchId']}").text
     assert "hunter2-secret" not in stream
@@ -237,8 +281,13 @@ def test_hook_audit_keeps_the_latest_500_in_order_and_groups_by_turn(
 ) -> None:
     session_id = new_session(gateway_client)
     for i in range(520):
-        last = post(gateway_client, session_id, event="PostToolUse", turnId=f"t{i // 100}",
-                    toolCallId=f"c{i}")
+        last = post(
+            gateway_client,
+            session_id,
+            event="PostToolUse",
+            turnId=f"t{i // 100}",
+            toolCallId=f"c{i}",
+        )
     items = read_after(gateway_client, f"/api/sessions/{session_id}/hooks", last)["items"]
     assert len(items) == 500
     positions = [r["at"] for r in items]
@@ -258,8 +307,12 @@ def test_hook_audit_keeps_the_latest_500_in_order_and_groups_by_turn(
 
 @pytest.mark.parametrize(
     "gateway_client",
-    [{"SessionEnd": [{"id": "end", "type": "http", "url": "$URL/pass"}],
-      "SessionStart": [{"id": "start", "type": "http", "url": "$URL/pass"}]}],
+    [
+        {
+            "SessionEnd": [{"id": "end", "type": "http", "url": "$URL/pass"}],
+            "SessionStart": [{"id": "start", "type": "http", "url": "$URL/pass"}],
+        }
+    ],
     indirect=True,
 )
 def test_session_create_and_delete_fire_start_and_end(
@@ -282,7 +335,7 @@ def test_retention_prunes_old_records_and_rebuild_agrees(gateway_client: TestCli
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
     session_id = new_session(gateway_client)
     post(gateway_client, session_id, event="PostToolUse")
-    future = datetime.now(timezone.utc) + timedelta(days=31)
+    future = datetime.now(UTC) + timedelta(days=31)
     position = prune_hook_audit(services.app, future, min_interval=timedelta(hours=23))
     assert position is not None
     assert prune_hook_audit(services.app, future, min_interval=timedelta(hours=23)) is None
@@ -295,13 +348,19 @@ def test_retention_prunes_old_records_and_rebuild_agrees(gateway_client: TestCli
     assert table_digest(services.store, "rm_hook_audit") == table_digest(
         services.store, "rb_hook_audit"
     )
-    assert table_digest(services.store, "rm_sessions") == table_digest(services.store, "rb_sessions")
+    assert table_digest(services.store, "rm_sessions") == table_digest(
+        services.store, "rb_sessions"
+    )
 
 
 def test_bad_input_is_refused(gateway_client: TestClient) -> None:
     session_id = new_session(gateway_client)
-    assert post(gateway_client, "0" * 8 + "-0000-4000-8000-" + "0" * 12,
-                event="PostToolUse").status_code == 404
+    assert (
+        post(
+            gateway_client, "0" * 8 + "-0000-4000-8000-" + "0" * 12, event="PostToolUse"
+        ).status_code
+        == 404
+    )
     assert post(gateway_client, session_id, event="PostToolUse", colour=1).status_code == 422
     assert post(gateway_client, session_id, event="bad name!").status_code == 422
     unknown = post(gateway_client, session_id, event="PermissionRequest", detail={"x": 1})
@@ -326,11 +385,15 @@ def test_recording_failure_never_changes_the_decision(
 
 @pytest.mark.parametrize(
     "gateway_client",
-    [{"UserPromptSubmit": [
-        {"id": "one", "type": "http", "url": "$URL/one", "secretEnv": "HOOK_SECRET"},
-        {"id": "two", "type": "http", "url": "$URL/two"},
-        {"id": "three", "type": "http", "url": "$URL/three"},
-    ]}],
+    [
+        {
+            "UserPromptSubmit": [
+                {"id": "one", "type": "http", "url": "$URL/one", "secretEnv": "HOOK_SECRET"},
+                {"id": "two", "type": "http", "url": "$URL/two"},
+                {"id": "three", "type": "http", "url": "$URL/three"},
+            ]
+        }
+    ],
     indirect=True,
 )
 def test_three_handlers_chain_in_order_and_requests_are_signed(
@@ -339,15 +402,22 @@ def test_three_handlers_chain_in_order_and_requests_are_signed(
     import hashlib
     import hmac
 
-    hook_server.routes["/one"] = lambda b: (200, {"schemaVersion": 1, "outcome": "modify",
-                                                  "replacement": b["detail"]["prompt"] + " +1"})
-    hook_server.routes["/two"] = lambda b: (200, {"schemaVersion": 1, "outcome": "modify",
-                                                  "replacement": b["detail"]["prompt"] + " +2"})
+    hook_server.routes["/one"] = lambda b: (
+        200,
+        {"schemaVersion": 1, "outcome": "modify", "replacement": b["detail"]["prompt"] + " +1"},
+    )
+    hook_server.routes["/two"] = lambda b: (
+        200,
+        {"schemaVersion": 1, "outcome": "modify", "replacement": b["detail"]["prompt"] + " +2"},
+    )
     hook_server.routes["/three"] = answer("pass")
     session_id = new_session(gateway_client)
     decision = post(gateway_client, session_id, event="UserPromptSubmit", prompt="go").json()
-    assert decision == {"outcome": "modify", "replacement": "go +1 +2",
-                        "dispatchId": decision["dispatchId"]}
+    assert decision == {
+        "outcome": "modify",
+        "replacement": "go +1 +2",
+        "dispatchId": decision["dispatchId"],
+    }
     assert [p for p, _, _ in hook_server.requests] == ["/one", "/two", "/three"]
     assert hook_server.bodies("/three")[0]["detail"]["prompt"] == "go +1 +2"
     _, _, headers = hook_server.requests[0]

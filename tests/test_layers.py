@@ -28,7 +28,9 @@ def test_domain_imports_only_stdlib_eventsourcing_and_pydantic() -> None:
         bad = {
             r
             for r in imported_roots(path)
-            if r not in sys.stdlib_module_names and r not in ALLOWED_THIRD_PARTY and r != "__future__"
+            if r not in sys.stdlib_module_names
+            and r not in ALLOWED_THIRD_PARTY
+            and r != "__future__"
         }
         if bad:
             offenders[path.name] = sorted(bad)

@@ -16,6 +16,7 @@ from api.app import create_app
 from api.audit import verify_log
 from api.bootstrap import Services, build_services
 from domain.log_chain import signing_key_id
+from domain.log_verify import VerifyReport
 from infra.settings import Settings
 from projections.log_checkpoints import CHECKPOINTS_TABLE, LINKS_TABLE, LogChainProjection
 from projections.runner import ProjectionRunner
@@ -39,8 +40,8 @@ KINDS = {
 }
 
 
-def verify(services: Services, **kwargs: object):  # type: ignore[no-untyped-def]
-    return verify_log(services.app, services.store, KEY, **kwargs)  # type: ignore[arg-type]
+def verify(services: Services) -> VerifyReport:
+    return verify_log(services.app, services.store, KEY)
 
 
 def test_untouched_log_verifies_with_its_count_and_signed_checkpoints(settings: Settings) -> None:

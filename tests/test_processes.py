@@ -116,7 +116,12 @@ def test_two_replicas_keep_revision_semantics(settings: Settings, tmp_path: Path
                 barrier = threading.Barrier(2)
                 results: dict[str, int] = {}
 
-                def save(url: str, revision: int = revision) -> None:
+                def save(
+                    url: str,
+                    revision: int = revision,
+                    barrier: threading.Barrier = barrier,
+                    results: dict[str, int] = results,
+                ) -> None:
                     barrier.wait()
                     response = http.put(
                         f"{url}/api/sessions/{session_id}",
@@ -152,11 +157,14 @@ def test_reader_in_another_process_is_released_by_the_cross_process_path(
         reader.wait_ready()
         with httpx.Client(timeout=10) as http:
             for i in range(20):
-                created = http.post(writer.url + "/api/sessions",
-                                    json={"workspaceId": "default", "title": f"w{i}"})
+                created = http.post(
+                    writer.url + "/api/sessions", json={"workspaceId": "default", "title": f"w{i}"}
+                )
                 position = created.headers["x-tachograph-position"]
-                row = http.get(f"{reader.url}/api/sessions/{created.json()['id']}",
-                               params={"minPosition": position})
+                row = http.get(
+                    f"{reader.url}/api/sessions/{created.json()['id']}",
+                    params={"minPosition": position},
+                )
                 assert row.status_code == 200
                 assert row.json()["title"] == f"w{i}"
     finally:

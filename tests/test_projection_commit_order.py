@@ -62,7 +62,7 @@ def test_held_writer_transaction_is_projected_exactly_once(
     for w in writers:
         w.join(10)
 
-    head = services.app.recorder.max_notification_id()
+    head = services.app.recorder.max_notification_id() or 0
     assert min(later) > held_ids[0] and min(finished_at) > released_at
     assert services.runner.wait_for(head, 5)
     links = services.store.query(f"SELECT position, seq FROM {LINKS_TABLE} ORDER BY position")

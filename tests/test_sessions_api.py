@@ -8,8 +8,19 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 SESSION_FIELDS = {
-    "id", "workspaceId", "title", "titleLocked", "summary", "agentSessionId", "agent",
-    "status", "firstSignalAt", "lastSignalAt", "archivedAt", "revision", "createdAt",
+    "id",
+    "workspaceId",
+    "title",
+    "titleLocked",
+    "summary",
+    "agentSessionId",
+    "agent",
+    "status",
+    "firstSignalAt",
+    "lastSignalAt",
+    "archivedAt",
+    "revision",
+    "createdAt",
     "updatedAt",
 }
 
@@ -87,7 +98,12 @@ def test_two_concurrent_saves_exactly_one_wins(client: TestClient) -> None:
         barrier = threading.Barrier(2)
         statuses: list[int] = []
 
-        def save(text: str) -> None:
+        def save(
+            text: str,
+            barrier: threading.Barrier = barrier,
+            url: str = url,
+            statuses: list[int] = statuses,
+        ) -> None:
             barrier.wait()
             response = client.put(url, json={"revision": 0, "messages": [text]})
             statuses.append(response.status_code)

@@ -47,7 +47,11 @@ def test_database_url_is_parsed() -> None:
     ).database_url
     assert url is not None
     assert (url.host, url.port, url.dbname, url.user, url.password) == (
-        "db.internal", 6543, "prod", "u", "p@ss"
+        "db.internal",
+        6543,
+        "prod",
+        "u",
+        "p@ss",
     )
 
 

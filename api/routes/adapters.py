@@ -10,10 +10,14 @@ from uuid import UUID
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import Counter
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from api.adapters.claude_code import ClaudePayloadError, claude_payload_to_ingest, decision_to_claude
+from api.adapters.claude_code import (
+    ClaudePayloadError,
+    claude_payload_to_ingest,
+    decision_to_claude,
+)
 from api.adapters.coder import (
     CoderAuthError,
     coder_session_key,
@@ -26,38 +30,55 @@ from api.adapters.coder import (
 from api.bootstrap import Services
 from api.deps import ActorDep, ServicesDep
 from api.errors import ApiError
+from api.input_limits import TextProblem, check_json, loads_checked
+from api.metrics import WEBHOOK_REJECTED
+from api.schemas import LifecycleEvent
 from domain.gateway import IngestEvent, IngestResult, agent_session_uuid
 from domain.workspace import DEFAULT_WORKSPACE
 
 router = APIRouter(prefix="/hooks", tags=["agent adapters"])
-
-REJECTED_WEBHOOKS = Counter(
-    "tachograph_webhook_rejected_total", "Coder webhook requests that failed verification", ["reason"]
-)
 
 # Coder dispatches wait on this pool so a slow handler chain can be abandoned at
 # half of Coder's timeout while it still finishes (and records) in the background.
 _CODER_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="coder-dispatch")
 
 _FIELD_NAMES = {
-    "eventId": "event_id", "turnId": "turn_id", "agent": "agent",
-    "agentSessionId": "agent_session_id", "toolName": "tool_name", "toolCallId": "tool_call_id",
-    "toolInput": "tool_input", "toolResponse": "tool_response", "prompt": "prompt",
-    "lastAssistantMessage": "last_assistant_message", "subagentId": "subagent_id",
-    "model": "model", "detail": "detail",
+    "eventId": "event_id",
+    "turnId": "turn_id",
+    "agent": "agent",
+    "agentSessionId": "agent_session_id",
+    "toolName": "tool_name",
+    "toolCallId": "tool_call_id",
+    "toolInput": "tool_input",
+    "toolResponse": "tool_response",
+    "prompt": "prompt",
+    "lastAssistantMessage": "last_assistant_message",
+    "subagentId": "subagent_id",
+    "model": "model",
+    "detail": "detail",
 }
 
 
 def ingest_event(fields: dict[str, Any]) -> IngestEvent:
     """Adapter output (camelCase ingest fields) as the gateway's IngestEvent."""
     kwargs = {_FIELD_NAMES[k]: v for k, v in fields.items() if k in _FIELD_NAMES}
+    try:  # the same limits as POST /api/sessions/{id}/events (ids ≤ 256 chars, ...)
+        LifecycleEvent.model_validate(
+            {"event": fields["event"], **{k: v for k, v in fields.items() if k in _FIELD_NAMES}}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        raise ApiError(422, "validation_error", f"{where}: {first['msg']}.") from None
     return IngestEvent(event=fields["event"], **kwargs)
 
 
 async def _json_body(request: Request) -> Any:
     raw = await request.body()
     try:
-        return json.loads(raw)
+        return loads_checked(raw)
+    except TextProblem as exc:
+        raise ApiError(422, "validation_error", f"{exc}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
 
@@ -144,8 +165,12 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
             issuer=settings.coder_hook_issuer,
         )
     except CoderAuthError as exc:
-        REJECTED_WEBHOOKS.labels(reason=exc.reason).inc()
+        WEBHOOK_REJECTED.labels(reason=exc.reason).inc()
         raise ApiError(401, "unauthorized", "The webhook signature did not verify.") from None
+    try:
+        check_json({"meta": verified.meta, "data": verified.data})
+    except TextProblem as exc:
+        raise ApiError(422, "validation_error", f"{exc}.") from None
     event = ingest_event(dict(coder_to_ingest(verified)))
     session_id = agent_session_uuid(coder_session_key(verified.chat_id))
     future = _CODER_POOL.submit(_coder_dispatch, services, session_id, event)

@@ -7,11 +7,13 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 from fastapi import APIRouter, Header, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, Response
 
 from api.deps import ServicesDep
+from api.input_limits import MAX_POSITION
 from domain.base import TachographAggregate
 from domain.errors import NotFound
 from infra.log_reader import event_record, read_events, read_stream
@@ -28,20 +30,25 @@ def stream(aggregate_id: UUID, services: ServicesDep) -> dict[str, Any]:
     events = [event_record(services.app, n) for n in notifications]
     for e in events:
         del e["aggregateId"]
-    return jsonable_encoder(
-        {"aggregateId": str(aggregate_id), "type": events[0]["type"].split(".")[0], "events": events}
+    body: dict[str, Any] = jsonable_encoder(
+        {
+            "aggregateId": str(aggregate_id),
+            "type": events[0]["type"].split(".")[0],
+            "events": events,
+        }
     )
+    return body
 
 
 @router.get("/streams/{aggregate_id}/state")
 def state_at(
     aggregate_id: UUID,
     services: ServicesDep,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
 ) -> dict[str, Any]:
     """The aggregate's state at a version (time travel); the latest when version is omitted."""
     try:
-        aggregate = services.app.repository.get(aggregate_id, version=version)
+        aggregate: Aggregate = services.app.repository.get(aggregate_id, version=version)
     except AggregateNotFoundError:
         raise NotFound(f"No aggregate {aggregate_id} in the log.") from None
     if version is not None and aggregate.version < version:
@@ -49,7 +56,7 @@ def state_at(
             f"Aggregate {aggregate_id} has {aggregate.version} versions; {version} does not exist."
         )
     state = aggregate.state_dict() if isinstance(aggregate, TachographAggregate) else {}
-    return jsonable_encoder(
+    body: dict[str, Any] = jsonable_encoder(
         {
             "aggregateId": str(aggregate_id),
             "type": type(aggregate).__name__,
@@ -58,12 +65,13 @@ def state_at(
             "state": state,
         }
     )
+    return body
 
 
 @router.get("/events", response_model=None)
 def events(
     services: ServicesDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_POSITION)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 500,
     type: Annotated[str | None, Query(max_length=200)] = None,
     accept: Annotated[str | None, Header()] = None,

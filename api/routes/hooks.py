@@ -14,8 +14,8 @@ from starlette.concurrency import run_in_threadpool
 from api.bootstrap import Services
 from api.deps import Consistent, ServicesDep, actor_label
 from api.schemas import LifecycleEvent
-from domain.gateway import IngestEvent, IngestResult
 from domain.errors import NotFound
+from domain.gateway import IngestEvent, IngestResult
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from api.audit import verify_log
 from api.deps import ServicesDep
+from api.input_limits import MAX_POSITION
 from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
 from projections.log_checkpoints import list_checkpoints
 
@@ -18,7 +19,7 @@ router = APIRouter(prefix="/api/log", tags=["auditors"])
 def checkpoints(
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
-    before_seq: Annotated[int | None, Query(alias="beforeSeq", ge=1)] = None,
+    before_seq: Annotated[int | None, Query(alias="beforeSeq", ge=1, le=MAX_POSITION)] = None,
 ) -> dict[str, Any]:
     """Hash-chain checkpoints (every 1,000 events and at shutdown), newest first."""
     key = services.settings.log_signing_key

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from fastapi import APIRouter, Request, Response
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", response_class=Response)
-def metrics() -> Response:
-    """Prometheus text format."""
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request) -> Response:
+    """Prometheus text format: requests, appends, group commits, projections, hooks, tasks, jobs."""
+    rendered = request.app.state.metrics
+    return Response(rendered.render(), media_type=rendered.content_type)

@@ -7,10 +7,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
+from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
 from api.schemas import SessionCreate, SessionSave, SessionUpdate, Slug
-from api.bootstrap import Services
 from domain.errors import NotFound, RevisionConflict
 from projections.sessions import get_session, list_sessions
 
@@ -80,7 +80,11 @@ def save_session(
 
 @router.patch("/{session_id}")
 def update_session(
-    session_id: UUID, body: SessionUpdate, services: ServicesDep, actor: ActorDep, response: Response
+    session_id: UUID,
+    body: SessionUpdate,
+    services: ServicesDep,
+    actor: ActorDep,
+    response: Response,
 ) -> dict[str, Any]:
     """Rename (locks the title), archive or restore."""
     recorded = services.app.update_session(

@@ -216,3 +216,12 @@ def test_unknown_task_is_404(client: TestClient) -> None:
     ):
         assert response.status_code == 404
         assert response.json()["error"] == "not_found"
+
+
+def test_without_a_task_command_tasks_stay_queued(client: TestClient) -> None:
+    task = create(client)
+    runtime = services_of(client).tasks
+    assert runtime is not None and runtime.executor is None
+    runtime.tick()  # what the poll job does: recovery, then (with an executor) claims
+    assert get(client, task["id"])["status"] == "queued"
+    assert client.get("/api/health").json()["executor"] == "none"

@@ -1,0 +1,196 @@
+"""The OpenAPI document says what the API really answers, errors included.
+
+FastAPI documents only the success status and a 422 shaped `{"detail": [...]}`. Every
+error here is `{"error", "message", ...}` (api/errors.py), and a route can also answer
+400 (invalid JSON), 401 (API key), 404, 409, 413 (body over 1 MiB) and 503 (database
+unavailable, projection lagging). Clients (and the schemathesis run in CI) read this
+document, so it is completed here once for every route, present and future.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": "Error",
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {
+        "error": {"type": "string", "description": "snake_case code, stable for clients"},
+        "message": {"type": "string", "description": "one sentence a person can act on"},
+        "details": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "problem": {"type": "string"}},
+            },
+        },
+    },
+    "additionalProperties": True,
+}
+_ERROR_REF = {"$ref": "#/components/schemas/Error"}
+HEALTH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["status", "database", "projections", "scheduler", "executor"],
+    "properties": {
+        "status": {"type": "string", "enum": ["ok", "unavailable"]},
+        "database": {"type": "string", "enum": ["ok", "unreachable"]},
+        "projections": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "position": {"type": "integer"},
+                    "lag": {"type": ["integer", "null"]},
+                },
+            },
+        },
+        "scheduler": {"type": "string"},
+        "executor": {"type": "string"},
+    },
+}
+
+_DESCRIPTIONS = {
+    "400": "Invalid JSON (`invalid_json`).",
+    "401": "Missing or wrong `x-tachograph-key` (when an API key is configured).",
+    "404": "No such resource (`not_found`).",
+    "409": "Conflict with the current state (`invalid_state`, `revision_conflict`, ...).",
+    "413": "Request body over 1 MiB (`payload_too_large`).",
+    "422": "Unknown or invalid fields (`unknown_field`, `validation_error`).",
+    "503": "Database unreachable (`database_unavailable`) or read models lagging "
+    "(`projection_lagging`); retry.",
+}
+_MUTATING = frozenset({"post", "put", "patch", "delete"})
+# Creates that answer 200 with the original when it already existed.
+_IDEMPOTENT_CREATES = frozenset({("/api/workspaces", "post"), ("/api/autonomy/signals", "post")})
+# Adapter routes read their raw body themselves (to verify signatures and map payloads).
+_RAW_JSON_BODIES: dict[str, dict[str, Any]] = {
+    "/hooks/claude": {
+        "type": "object",
+        "description": "Claude Code's hook JSON (SPEC §6.5); unknown fields are kept.",
+        "required": ["hook_event_name", "session_id"],
+        "properties": {
+            "hook_event_name": {"type": "string", "minLength": 1, "maxLength": 64},
+            "session_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        },
+    },
+    "/hooks/coder": {
+        "type": "object",
+        "description": "Coder's chat lifecycle webhook body, HS256-signed (SPEC §6.6).",
+        "required": ["type", "meta"],
+        "properties": {"type": {"type": "string"}, "meta": {"type": "object"}, "data": {}},
+    },
+}
+
+
+def install_openapi(app: FastAPI, *, api_key: bool) -> None:
+    """Wrap `app.openapi` so the generated document carries the error contract.
+
+    With `api_key`, protected operations also declare the `x-tachograph-key` scheme.
+    """
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        if not schema.get("x-tachograph-errors"):
+            complete(schema, api_key=api_key)
+            schema["x-tachograph-errors"] = True
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def complete(schema: dict[str, Any], *, api_key: bool = False) -> None:
+    """Add the error responses every operation can give, and the key scheme (in place)."""
+    components = schema.setdefault("components", {})
+    models = components.setdefault("schemas", {})
+    models["Error"] = ERROR_SCHEMA
+    models.pop("HTTPValidationError", None)
+    models.pop("ValidationError", None)
+    if api_key:
+        components.setdefault("securitySchemes", {})["apiKey"] = {
+            "type": "apiKey",
+            "in": "header",
+            "name": "x-tachograph-key",
+            "description": "TACHOGRAPH_API_KEY; compared in constant time.",
+        }
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            _complete_operation(path, method, operation)
+            if api_key and _protected(path):
+                operation["security"] = [{"apiKey": []}]
+
+
+def _protected(path: str) -> bool:
+    return path.startswith("/api/") or path == "/hooks/claude"
+
+
+def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
+    if path in _RAW_JSON_BODIES and "requestBody" not in op:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _RAW_JSON_BODIES[path]}},
+        }
+    for parameter in op.get("parameters", []):
+        _not_nullable(parameter)
+    responses: dict[str, Any] = op.setdefault("responses", {})
+    if path == "/metrics":
+        responses["200"] = {
+            "description": "Prometheus text exposition format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+        return
+    if path == "/api/health":
+        health = {
+            "description": "Health; 503 (same body) when the database is unreachable.",
+            "content": {"application/json": {"schema": HEALTH_SCHEMA}},
+        }
+        responses["200"] = health
+        responses["503"] = health
+        responses["401"] = _error("401")
+        return
+    if (path, method) in _IDEMPOTENT_CREATES:
+        responses.setdefault(
+            "200", {"description": "Already existed: the original.", "content": _json_any()}
+        )
+    if path == "/api/events":
+        success = responses.get("200", {})
+        success.setdefault("content", {})["application/x-ndjson"] = {"schema": {"type": "string"}}
+    codes = ["422", "503"]
+    if "requestBody" in op:
+        codes += ["400", "413"]
+    if _protected(path):
+        codes.append("401")
+    if path.startswith("/api/") or path == "/hooks/coder":
+        codes.append("404")  # the resource, or one the body names (a workspace, a task)
+    if method in _MUTATING:
+        codes.append("409")
+    if path == "/hooks/coder":
+        codes.append("401")
+    for code in sorted(set(codes)):
+        responses[code] = _error(code)
+
+
+def _error(code: str) -> dict[str, Any]:
+    return {
+        "description": _DESCRIPTIONS[code],
+        "content": {"application/json": {"schema": _ERROR_REF}},
+    }
+
+
+def _not_nullable(parameter: dict[str, Any]) -> None:
+    # A query or header parameter is absent or a string on the wire, never JSON null:
+    # FastAPI's `X | None` becomes plain X (the parameter stays optional).
+    schema = parameter.get("schema", {})
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        kept = [o for o in options if o.get("type") != "null"]
+        if len(kept) == 1 and len(kept) < len(options):
+            del schema["anyOf"]
+            schema.update(kept[0])
+
+
+def _json_any() -> dict[str, Any]:
+    return {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}

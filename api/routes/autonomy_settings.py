@@ -1,0 +1,51 @@
+"""Autonomy policy routes: every change is an AutonomySettings event with its actor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from api.autonomy_schemas import AutonomySettingsUpdate
+from api.bootstrap import Services
+from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.errors import ApiError
+from projections.autonomy import autonomy_settings
+from scheduler.autonomy import AutonomyRuntime
+
+router = APIRouter(prefix="/api/settings/autonomy", tags=["autonomy"])
+
+_POLICIES = {
+    "evolution": "evolution",
+    "skillCreation": "skill_creation",
+    "factRetention": "fact_retention",
+    "selfUpdate": "self_update",
+}
+
+
+def autonomy_of(services: Services) -> AutonomyRuntime:
+    """The process's autonomy runtime (built by the composition root)."""
+    assert services.autonomy is not None, "build_services wires the autonomy runtime"
+    return services.autonomy
+
+
+@router.get("")
+def get_autonomy_settings(services: ServicesDep, _: Consistent) -> dict[str, Any]:
+    """The policy switches (all off by default) and the self-update task in flight, if any."""
+    return autonomy_settings(services.store)
+
+
+@router.patch("")
+def update_autonomy_settings(
+    body: AutonomySettingsUpdate, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Change switches; turning selfUpdate off stops new cycles before the next one starts."""
+    changes: dict[str, bool] = {}
+    for name in body.model_fields_set:
+        value = getattr(body, name)
+        if value is None:
+            raise ApiError(422, "validation_error", f"{name}: must be true or false.")
+        changes[_POLICIES[name]] = value
+    recorded = autonomy_of(services).autonomy.update_settings(changes, actor)
+    committed(services, response, recorded.position)
+    return autonomy_settings(services.store)

@@ -1,0 +1,134 @@
+"""Learned revisions and targets: the append-only revision list, reverts, user edits."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Response
+
+from api.autonomy_schemas import AgentId, TargetEdit, TargetKey, TargetKind
+from api.bootstrap import Services
+from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.routes.autonomy_settings import autonomy_of
+from domain.errors import NotFound
+from projections.learned import (
+    get_revision,
+    get_target,
+    list_revisions,
+    list_targets,
+    revision_target_id,
+)
+
+router = APIRouter(prefix="/api/autonomy", tags=["autonomy"])
+
+
+def read_revision(services: Services, revision_id: UUID) -> dict[str, Any]:
+    row = get_revision(services.store, str(revision_id))
+    if row is None:
+        raise NotFound(f"Revision {revision_id} does not exist.")
+    return row
+
+
+def read_target(services: Services, kind: str, agent_id: str, key: str) -> dict[str, Any]:
+    row = get_target(services.store, kind, agent_id, key)
+    if row is None:
+        raise NotFound(f"Target {kind}/{agent_id}/{key} does not exist.")
+    return row
+
+
+def _target_of(services: Services, revision_id: UUID) -> UUID:
+    """The revision's target; a revision is immutable, so the read model may answer this."""
+    found = revision_target_id(services.store, str(revision_id))
+    if found is None:  # maybe just recorded elsewhere: look again at the log head
+        services.runner.wait_for(
+            services.app.recorder.max_notification_id() or 0, services.settings.read_wait_s
+        )
+        found = revision_target_id(services.store, str(revision_id))
+    if found is None:
+        raise NotFound(f"Revision {revision_id} does not exist.")
+    return UUID(found)
+
+
+@router.get("/revisions")
+def revisions(
+    services: ServicesDep,
+    _: Consistent,
+    target_kind: Annotated[TargetKind | None, Query(alias="targetKind")] = None,
+    agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+) -> dict[str, Any]:
+    """Every learned revision and compensation, newest first (append-only)."""
+    rows = list_revisions(services.store, target_kind=target_kind, agent_id=agent_id, limit=limit)
+    return {"items": rows}
+
+
+@router.get("/revisions/{revision_id}")
+def revision(revision_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+    """One revision."""
+    return read_revision(services, revision_id)
+
+
+@router.post("/revisions/{revision_id}/revert")
+def revert_revision(
+    revision_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Append the compensating revision that restores the content before this one.
+
+    409 `not_latest`, `already_reverted`, `not_revertible`, `user_owned`, `target_changed`.
+    """
+    target_id = _target_of(services, revision_id)
+    recorded, compensation = autonomy_of(services).autonomy.revert(target_id, revision_id, actor)
+    committed(services, response, recorded.position)
+    return read_revision(services, compensation)
+
+
+@router.get("/targets")
+def targets(
+    services: ServicesDep,
+    _: Consistent,
+    kind: TargetKind | None = None,
+    agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+) -> dict[str, Any]:
+    """Targets with their effective content, most recently changed first."""
+    return {"items": list_targets(services.store, kind=kind, agent_id=agent_id, limit=limit)}
+
+
+@router.get("/targets/{kind}/{agent_id}/{key}")
+def target(
+    kind: TargetKind, agent_id: AgentId, key: TargetKey, services: ServicesDep, _: Consistent
+) -> dict[str, Any]:
+    """Effective content, `evolutionManaged`, and the history of changes (oldest first)."""
+    return read_target(services, kind, agent_id, key)
+
+
+@router.put("/targets/{kind}/{agent_id}/{key}")
+def edit_target(
+    kind: TargetKind,
+    agent_id: AgentId,
+    key: TargetKey,
+    body: TargetEdit,
+    services: ServicesDep,
+    actor: ActorDep,
+    response: Response,
+) -> dict[str, Any]:
+    """A user edit: sets the content; the target becomes user-owned (evolution keeps off)."""
+    recorded = autonomy_of(services).autonomy.edit_target(kind, agent_id, key, body.content, actor)
+    committed(services, response, recorded.position)
+    return read_target(services, kind, agent_id, key)
+
+
+@router.post("/targets/{kind}/{agent_id}/{key}/hand-back")
+def hand_back_target(
+    kind: TargetKind,
+    agent_id: AgentId,
+    key: TargetKey,
+    services: ServicesDep,
+    actor: ActorDep,
+    response: Response,
+) -> dict[str, Any]:
+    """Return a user-owned target to evolution; its content stays as the person left it."""
+    recorded = autonomy_of(services).autonomy.hand_back_target(kind, agent_id, key, actor)
+    committed(services, response, recorded.position)
+    return read_target(services, kind, agent_id, key)

@@ -1,0 +1,88 @@
+"""Signal routes: record (deduplicated), list bounded evidence, ignore, retry."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Response
+
+from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
+from api.bootstrap import Services
+from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.routes.autonomy_settings import autonomy_of
+from domain.errors import NotFound
+from projections.signals import get_signal, list_signals
+
+router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"])
+
+
+def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:
+    row = get_signal(services.store, str(signal_id))
+    if row is None:
+        raise NotFound(f"Signal {signal_id} does not exist.")
+    return row
+
+
+@router.post("", status_code=201)
+def record_signal(
+    body: SignalCreate, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Record evidence of one agent turn; a repeat of (agentId, traceId, kind) answers 200."""
+    recorded, created = autonomy_of(services).signals.record(
+        body.agentId,
+        body.traceId,
+        body.kind,
+        body.goal,
+        body.outcome,
+        body.failure,
+        body.failureClass,
+        body.sessionId,
+        actor,
+    )
+    position = recorded.position
+    if not created:
+        # The original may have been recorded by another process a moment ago: read at the
+        # log head so the answer always shows it.
+        response.status_code = 200
+        position = services.app.recorder.max_notification_id()
+    committed(services, response, position)
+    return read_signal(services, recorded.aggregate_id)
+
+
+@router.get("")
+def signals(
+    services: ServicesDep,
+    _: Consistent,
+    status: SignalStatus | None = None,
+    agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+) -> dict[str, Any]:
+    """Recent signals with their (redacted, bounded) evidence, newest first."""
+    return {"items": list_signals(services.store, status=status, agent_id=agent_id, limit=limit)}
+
+
+@router.get("/{signal_id}")
+def signal(signal_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+    """One signal."""
+    return read_signal(services, signal_id)
+
+
+@router.post("/{signal_id}/ignore")
+def ignore_signal(
+    signal_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Pending or dead-letter → ignored; any other state → 409."""
+    recorded = autonomy_of(services).signals.ignore(signal_id, actor)
+    committed(services, response, recorded.position)
+    return read_signal(services, signal_id)
+
+
+@router.post("/{signal_id}/retry")
+def retry_signal(
+    signal_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """Dead-letter → pending, restarting from attempt 0; any other state → 409."""
+    recorded = autonomy_of(services).signals.retry(signal_id, actor)
+    committed(services, response, recorded.position)
+    return read_signal(services, signal_id)

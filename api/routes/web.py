@@ -1,0 +1,48 @@
+"""The operator web page: static files shipped in the package, no build step.
+
+The page and its assets are public; every datum it shows comes from `/api/*`,
+which the API-key middleware guards as for any other client.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+
+from domain.errors import NotFound
+
+router = APIRouter(include_in_schema=False)
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+
+# The page runs only its own script and style: no inline code, no third-party hosts.
+_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    # Revalidate on every load so an upgraded server never runs a stale script.
+    "cache-control": "no-cache",
+}
+
+# The complete list of files served: a name is looked up here, never joined to a path.
+_ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+
+
+@router.get("/")
+def page() -> FileResponse:
+    """The operator page: task board, sessions, autonomy, audit."""
+    return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=_HEADERS)
+
+
+@router.get("/web/{name}")
+def asset(name: str) -> FileResponse:
+    """The page's script and style sheet."""
+    media = _ASSETS.get(name)
+    if media is None:
+        raise NotFound(f"No web asset {name!r}.")
+    return FileResponse(WEB_DIR / name, media_type=media, headers=_HEADERS)

@@ -1,0 +1,1257 @@
+// Tachograph operator page: plain JavaScript, no build step.
+// Every datum comes from /api/*; the API key (when the server asks for one) is kept in
+// sessionStorage and sent as x-tachograph-key. Data is rendered with DOM nodes and
+// textContent only, never as HTML.
+"use strict";
+
+const KEY_NAME = "tachograph-key";
+const BOARD_INTERVAL_MS = 2000;
+const SESSIONS_INTERVAL_MS = 5000;
+const AUTONOMY_INTERVAL_MS = 5000;
+const TASK_COLUMNS = [
+  ["queued", "Queued"],
+  ["running", "Running"],
+  ["cancelling", "Cancelling"],
+  ["completed", "Completed"],
+  ["failed", "Failed"],
+  ["cancelled", "Cancelled"],
+  ["dead-letter", "Dead letter"],
+];
+const TERMINAL = new Set(["completed", "failed", "cancelled", "dead-letter"]);
+const RESOLVABLE = new Set(["failed", "cancelled", "dead-letter"]);
+const CANCELLABLE = new Set(["queued", "running"]);
+
+// ---------------------------------------------------------------- small DOM helpers
+
+const $ = (selector, root = document) => root.querySelector(selector);
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "class") el.className = value;
+    else if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+/** Set text only when it changed, so refreshes touch nothing that stayed the same. */
+function setText(el, text) {
+  const value = text === null || text === undefined ? "" : String(text);
+  if (el.textContent !== value) el.textContent = value;
+}
+
+function setAttr(el, name, value) {
+  if (value === null || value === undefined || value === false) {
+    if (el.hasAttribute(name)) el.removeAttribute(name);
+  } else if (el.getAttribute(name) !== String(value)) {
+    el.setAttribute(name, String(value));
+  }
+}
+
+/** Make `parent`'s children exactly `elements`, in order, moving nodes rather than rebuilding. */
+function syncChildren(parent, elements) {
+  elements.forEach((el, i) => {
+    if (parent.children[i] !== el) parent.insertBefore(el, parent.children[i] || null);
+  });
+  while (parent.children.length > elements.length) parent.lastElementChild.remove();
+}
+
+function showMessage(el, text) {
+  setText(el, text || "");
+  if (el.hasAttribute("role") && el.getAttribute("role") === "alert") el.hidden = !text;
+}
+
+/** `sha256:<hex>` → its first 8 hex digits (enough to tell revisions apart by eye). */
+function shortDigest(digest) {
+  return digest ? String(digest).replace(/^sha256:/, "").slice(0, 8) : "";
+}
+
+function shortId(id) {
+  return id ? String(id).slice(0, 8) : "";
+}
+
+function firstLine(text, max = 120) {
+  const line = String(text || "").split("\n").find((l) => l.trim()) || "";
+  return line.length > max ? line.slice(0, max - 1) + "…" : line;
+}
+
+/** Timestamps are shown in UTC, as the API and the logs carry them. */
+function fmtTime(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+}
+
+/** Time of day with milliseconds, for events within one turn (the date is in its heading). */
+function fmtClock(iso) {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? String(iso || "") : d.toISOString().slice(11, 23);
+}
+
+function timeEl(iso) {
+  return iso ? h("time", { datetime: iso }, fmtTime(iso)) : h("span", { class: "muted" }, "—");
+}
+
+function badge(status) {
+  return h("span", { class: `badge s-${status}` }, status || "—");
+}
+
+function setBadge(el, status) {
+  setText(el, status || "");
+  setAttr(el, "class", `badge s-${status}`);
+}
+
+function json(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+function streamLink(id, label = "Events") {
+  return h("a", { href: `#stream/${id}`, "aria-label": `${label} of ${id}` }, label);
+}
+
+function fields(dl, entries) {
+  dl.replaceChildren(
+    ...entries
+      .filter(([, value]) => value !== undefined)
+      .flatMap(([name, value]) => [
+        h("dt", null, name),
+        h("dd", null, value === null || value === "" ? h("span", { class: "muted" }, "—") : value),
+      ]),
+  );
+}
+
+// ---------------------------------------------------------------- API access
+
+class ApiError extends Error {
+  constructor(status, code, message, body) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.body = body;
+  }
+  /** What the page shows: the API's own sentence, with its code. */
+  describe() {
+    return this.code ? `${this.message} (${this.code})` : this.message;
+  }
+}
+
+const auth = { asked: false, declined: false, prompt: null };
+
+async function api(path, { method = "GET", body } = {}) {
+  for (;;) {
+    const headers = { accept: "application/json" };
+    const key = sessionStorage.getItem(KEY_NAME);
+    if (key) headers["x-tachograph-key"] = key;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch {
+      throw new ApiError(0, "network_error", "The server did not answer; is tachograph serve running?");
+    }
+    if (response.status === 401) {
+      auth.asked = true;
+      if (key) sessionStorage.removeItem(KEY_NAME);
+      updateKeyControls();
+      await askForKey(key ? "The server refused that key; enter the right one." : "");
+      continue;
+    }
+    if (response.status === 204) return null;
+    let data = null;
+    try {
+      data = await response.json();
+    } catch {
+      data = null;
+    }
+    if (!response.ok) {
+      const code = data && data.error ? data.error : `http_${response.status}`;
+      const message = data && data.message ? data.message : `The server answered ${response.status}.`;
+      throw new ApiError(response.status, code, message, data);
+    }
+    updateKeyControls();
+    return data;
+  }
+}
+
+function askForKey(message) {
+  if (auth.declined) {
+    return Promise.reject(
+      new ApiError(401, "unauthorized", "This server needs an API key: use “Enter API key” above."),
+    );
+  }
+  const dialog = $("#key-dialog");
+  showMessage($("#key-dialog-error"), message);
+  if (!auth.prompt) {
+    auth.prompt = new Promise((resolve, reject) => {
+      const input = $("#key-input");
+      const form = $("#key-form");
+      const finish = () => {
+        form.removeEventListener("submit", onSubmit);
+        $("#key-dismiss").removeEventListener("click", onDismiss);
+        dialog.removeEventListener("cancel", onCancel);
+        auth.prompt = null;
+        if (dialog.open) dialog.close();
+      };
+      const onSubmit = (event) => {
+        event.preventDefault();
+        const value = input.value.trim();
+        if (!value) return;
+        sessionStorage.setItem(KEY_NAME, value);
+        input.value = "";
+        finish();
+        updateKeyControls();
+        resolve();
+      };
+      const onDismiss = () => {
+        auth.declined = true;
+        finish();
+        updateKeyControls();
+        reject(new ApiError(401, "unauthorized", "This server needs an API key: use “Enter API key” above."));
+      };
+      const onCancel = (event) => {
+        event.preventDefault();
+        onDismiss();
+      };
+      form.addEventListener("submit", onSubmit);
+      $("#key-dismiss").addEventListener("click", onDismiss);
+      dialog.addEventListener("cancel", onCancel);
+      input.value = "";
+      dialog.showModal();
+      input.focus();
+    });
+  }
+  return auth.prompt;
+}
+
+function updateKeyControls() {
+  const key = sessionStorage.getItem(KEY_NAME);
+  $("#forget-key").hidden = !key;
+  $("#enter-key").hidden = Boolean(key) || !auth.asked;
+  setText($("#key-state"), key ? "API key in use" : auth.asked ? "No API key" : "");
+}
+
+// ---------------------------------------------------------------- confirmations
+
+/** A modal yes/no question; resolves true only when the operator confirms. */
+function confirmAction(title, body, confirmLabel) {
+  const dialog = $("#confirm-dialog");
+  setText($("#confirm-title"), title);
+  setText($("#confirm-body"), body);
+  setText($("#confirm-yes"), confirmLabel);
+  dialog.returnValue = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true });
+    dialog.showModal();
+    $("#confirm-no").focus();
+  });
+}
+
+function modalOpen() {
+  return $("#confirm-dialog").open || $("#key-dialog").open;
+}
+
+/** Run an operator command from `button`: confirmation, busy state, outcome messages. */
+async function command(button, { title, body, label, run, errorEl, doneEl, done }) {
+  showMessage(errorEl, "");
+  setText(doneEl, "");
+  if (!(await confirmAction(title, body, label))) {
+    button.focus();
+    return false;
+  }
+  button.disabled = true;
+  button.setAttribute("aria-busy", "true");
+  try {
+    const result = await run();
+    setText(doneEl, done(result));
+    return true;
+  } catch (error) {
+    showMessage(errorEl, `Refused: ${describe(error)}`);
+    return false;
+  } finally {
+    button.disabled = false;
+    button.removeAttribute("aria-busy");
+  }
+}
+
+function describe(error) {
+  return error instanceof ApiError ? error.describe() : String(error && error.message ? error.message : error);
+}
+
+// ---------------------------------------------------------------- views and polling
+
+const views = {};
+let viewToken = 0;
+let currentRoute = null;
+
+/** Run `fn` now and every `ms` while the view that started it is shown (paused in the background). */
+function every(ms, fn, errorEl) {
+  const token = viewToken;
+  const tick = async () => {
+    if (token !== viewToken) return;
+    if (!document.hidden && !modalOpen()) {
+      try {
+        await fn();
+        if (errorEl) showMessage(errorEl, "");
+      } catch (error) {
+        if (token === viewToken && errorEl) showMessage(errorEl, describe(error));
+      }
+    }
+    if (token === viewToken) setTimeout(tick, ms);
+  };
+  tick();
+}
+
+async function guarded(errorEl, fn) {
+  try {
+    await fn();
+    showMessage(errorEl, "");
+  } catch (error) {
+    showMessage(errorEl, describe(error));
+  }
+}
+
+function parseRoute() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
+  const [name, arg] = parts;
+  if (name === "tasks" && arg) return { view: "task", arg };
+  if (name === "sessions" && arg) return { view: "session", arg };
+  if (name === "stream" && arg) return { view: "stream", arg };
+  if (["tasks", "sessions", "autonomy", "audit"].includes(name)) return { view: name };
+  return { view: "tasks" };
+}
+
+/** Show the view the URL names; `moved` (a navigation) puts focus on its heading. */
+function route(moved = false) {
+  const next = parseRoute();
+  viewToken += 1;
+  currentRoute = next;
+  $("#loading").hidden = true;
+  for (const section of document.querySelectorAll("main > .view")) {
+    section.hidden = section.id !== `view-${next.view}`;
+  }
+  const navName = { task: "tasks", session: "sessions", stream: null }[next.view] ?? next.view;
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    setAttr(link, "aria-current", link.dataset.nav === navName ? "page" : null);
+  }
+  const section = $(`#view-${next.view}`);
+  if (moved) {
+    const heading = $("h2", section);
+    if (heading) heading.focus({ preventScroll: true });
+    window.scrollTo(0, 0);
+  }
+  document.title = `${$("h2", section).textContent} · Tachograph`;
+  views[next.view](next.arg);
+}
+
+async function loadWorkspaces() {
+  const data = await api("/api/workspaces");
+  for (const select of document.querySelectorAll("[data-workspace-filter]")) {
+    const chosen = select.value;
+    const options = [h("option", { value: "" }, "All workspaces")];
+    for (const ws of data.items) options.push(h("option", { value: ws.id }, ws.id));
+    select.replaceChildren(...options);
+    select.value = data.items.some((ws) => ws.id === chosen) ? chosen : "";
+  }
+}
+
+/** Refresh the workspace filters when a list view is entered (not on every poll). */
+function ensureWorkspaces(errorEl) {
+  return loadWorkspaces().catch((error) => showMessage(errorEl, describe(error)));
+}
+
+// ---------------------------------------------------------------- task board
+
+const board = { columns: new Map(), cards: new Map() };
+
+function buildBoard() {
+  const root = $("#board");
+  for (const [status, label] of TASK_COLUMNS) {
+    const count = h("span", { class: "count" }, "0");
+    const list = h("ul", { class: "cards", "aria-labelledby": `col-${status}` });
+    const column = h(
+      "section",
+      { class: `column c-${status}`, "data-status": status },
+      h("h3", { id: `col-${status}` }, label, " ", count),
+      list,
+    );
+    board.columns.set(status, { list, count });
+    root.append(column);
+  }
+}
+
+function card(task) {
+  const title = h("span", { class: "card-title" });
+  const meta = h("span", { class: "card-meta" });
+  const foot = h("span", { class: "card-foot" });
+  const link = h("a", { class: "card-link", href: `#tasks/${task.id}` }, title, meta, foot);
+  const el = h("li", { class: "card", "data-task-id": task.id }, link);
+  el.parts = { title, meta, foot, link };
+  return el;
+}
+
+function updateCard(el, task) {
+  const { title, meta, foot } = el.parts;
+  setText(title, firstLine(task.prompt) || "(empty prompt)");
+  const bits = [];
+  if (task.kind === "remediation") bits.push("remediation");
+  if (task.source && task.source !== "user") bits.push(task.source);
+  bits.push(`attempt ${task.attemptCount}/${task.maxAttempts}`);
+  if (task.lastErrorClass) bits.push(`error: ${task.lastErrorClass}`);
+  if (task.interrupted) bits.push("interrupted");
+  setText(meta, bits.join(" · "));
+  // The card shows the time of day; the full UTC timestamp is its tooltip.
+  setText(foot, `${task.workspaceId} · ${shortId(task.id)} · ${fmtTime(task.updatedAt).slice(11)}`);
+  setAttr(foot, "title", `updated ${fmtTime(task.updatedAt)}`);
+  setAttr(el, "data-status", task.status);
+}
+
+function renderBoard(items) {
+  const byStatus = new Map(TASK_COLUMNS.map(([status]) => [status, []]));
+  const seen = new Set();
+  for (const task of items) {
+    let el = board.cards.get(task.id);
+    if (!el) {
+      el = card(task);
+      board.cards.set(task.id, el);
+    }
+    updateCard(el, task);
+    seen.add(task.id);
+    (byStatus.get(task.status) || byStatus.get("queued")).push(el);
+  }
+  for (const [id, el] of board.cards) {
+    if (!seen.has(id)) {
+      el.remove();
+      board.cards.delete(id);
+    }
+  }
+  for (const [status, { list, count }] of board.columns) {
+    syncChildren(list, byStatus.get(status));
+    setText(count, byStatus.get(status).length);
+  }
+}
+
+views.tasks = () => {
+  ensureWorkspaces($("#board-error"));
+  every(
+    BOARD_INTERVAL_MS,
+    async () => {
+      const query = new URLSearchParams({ limit: "200" });
+      const workspace = $("#tasks-workspace").value;
+      if (workspace) query.set("workspaceId", workspace);
+      const data = await api(`/api/tasks?${query}`);
+      renderBoard(data.items);
+      const capped = data.items.length >= 200 ? " · newest 200 shown" : "";
+      setText($("#board-updated"), `Updated ${fmtTime(new Date().toISOString())}${capped}`);
+    },
+    $("#board-error"),
+  );
+};
+
+// ---------------------------------------------------------------- one task
+
+const taskView = { id: null, task: null, signature: null, openAttempts: new Map() };
+
+function link(href, text) {
+  return h("a", { href }, text);
+}
+
+function renderTask(task) {
+  taskView.task = task;
+  setText($("#task-title"), `Task ${shortId(task.id)}`);
+  setBadge($("#task-status"), task.status);
+  document.title = `Task ${shortId(task.id)} · Tachograph`;
+  fields($("#task-fields"), [
+    ["ID", h("code", null, task.id)],
+    ["Status", badge(task.status)],
+    ["Kind", task.kind],
+    ["Source", task.source],
+    ["Workspace", task.workspaceId],
+    ["Model", task.model],
+    ["Attempts", `${task.attemptCount} of ${task.maxAttempts}`],
+    ["Next attempt", task.nextAttemptAt ? timeEl(task.nextAttemptAt) : null],
+    ["Created", timeEl(task.createdAt)],
+    ["Started", task.startedAt ? timeEl(task.startedAt) : null],
+    ["Finished", task.finishedAt ? timeEl(task.finishedAt) : null],
+    ["Dead-lettered", task.deadLetteredAt ? timeEl(task.deadLetteredAt) : undefined],
+    ["Interrupted", task.interrupted ? "yes: the process could not be reaped" : undefined],
+    ["Schedule", task.scheduleId ? h("code", null, task.scheduleId) : undefined],
+    ["Parent task", task.parentTaskId ? link(`#tasks/${task.parentTaskId}`, shortId(task.parentTaskId)) : null],
+    [
+      "Remediation task",
+      task.remediationTaskId ? link(`#tasks/${task.remediationTaskId}`, shortId(task.remediationTaskId)) : null,
+    ],
+    ["Session", task.sessionId ? link(`#sessions/${task.sessionId}`, shortId(task.sessionId)) : null],
+    ["Event stream", streamLink(task.id)],
+  ]);
+  setText($("#task-prompt"), task.prompt);
+  const result = [];
+  if (task.outcome) result.push(h("h3", null, "Outcome"), h("pre", { class: "text" }, task.outcome));
+  if (task.resolution) {
+    result.push(h("h3", null, "Resolution"), h("pre", { class: "text" }, task.resolution));
+  }
+  if (task.lastError || task.lastErrorClass) {
+    result.push(
+      h("h3", null, "Last error"),
+      h("p", { class: "error-box" }, h("strong", null, task.lastErrorClass || "error"), ": ", task.lastError || ""),
+    );
+  }
+  $("#task-result").replaceChildren(...result);
+  $("#task-cancel").disabled = !CANCELLABLE.has(task.status);
+  $("#task-resolve").disabled = !RESOLVABLE.has(task.status);
+  $("#task-summary").disabled = !RESOLVABLE.has(task.status);
+  $("#task-delete").disabled = !TERMINAL.has(task.status);
+  renderActivity(task.activity || []);
+}
+
+function renderActivity(records) {
+  setText($("#task-activity-count"), `(${records.length} records, latest 256 kept)`);
+  const attempts = new Map();
+  for (const record of records) {
+    if (!attempts.has(record.attempt)) attempts.set(record.attempt, []);
+    attempts.get(record.attempt).push(record);
+  }
+  const latest = Math.max(0, ...attempts.keys());
+  const groups = [];
+  for (const [attempt, list] of attempts) {
+    const open = taskView.openAttempts.has(attempt) ? taskView.openAttempts.get(attempt) : attempt === latest;
+    const errors = list.filter((r) => r.kind === "error").length;
+    const details = h(
+      "details",
+      { class: "attempt", open, "data-attempt": attempt },
+      h(
+        "summary",
+        null,
+        `Attempt ${attempt} · ${list.length} record${list.length === 1 ? "" : "s"}`,
+        errors ? ` · ${errors} error${errors === 1 ? "" : "s"}` : "",
+      ),
+      h("ol", { class: "records" }, list.map(activityItem)),
+    );
+    details.addEventListener("toggle", () => taskView.openAttempts.set(attempt, details.open));
+    groups.push(details);
+  }
+  if (!groups.length) groups.push(h("p", { class: "muted" }, "No activity recorded."));
+  $("#task-activity").replaceChildren(...groups);
+}
+
+function activityItem(record) {
+  const parts = [timeEl(record.at), " ", badge(record.kind)];
+  if (record.agent) parts.push(" ", h("span", { class: "muted" }, record.agent));
+  if (record.tool) parts.push(" ", h("code", null, record.tool));
+  const body = [];
+  // Short one-line texts stay on the record's line; longer ones get a scrollable block.
+  if (record.text && record.text.length <= 160 && !record.text.includes("\n")) {
+    parts.push(" ", h("span", { class: "record-text" }, record.text));
+  } else if (record.text) {
+    body.push(h("pre", { class: "text" }, record.text));
+  }
+  if (record.args !== null && record.args !== undefined) {
+    body.push(h("pre", { class: "text args", "aria-label": "tool arguments" }, json(record.args)));
+  }
+  if (record.result !== null && record.result !== undefined) {
+    body.push(h("pre", { class: "text", "aria-label": "tool result" }, json(record.result)));
+  }
+  if (record.error) body.push(h("pre", { class: "text error-box" }, json(record.error)));
+  return h("li", { class: `record k-${record.kind}` }, h("div", { class: "record-head" }, parts), body);
+}
+
+views.task = (id) => {
+  if (taskView.id !== id) {
+    taskView.openAttempts = new Map();
+    $("#task-summary").value = "";
+    setText($("#task-action-done"), "");
+  }
+  showMessage($("#task-action-error"), "");
+  taskView.id = id;
+  taskView.signature = null;
+  every(
+    BOARD_INTERVAL_MS,
+    async () => {
+      const task = await api(`/api/tasks/${encodeURIComponent(id)}`);
+      const signature = JSON.stringify(task);
+      if (signature !== taskView.signature) {
+        taskView.signature = signature;
+        renderTask(task);
+      }
+    },
+    $("#task-error"),
+  );
+};
+
+async function reloadTask() {
+  const task = await api(`/api/tasks/${encodeURIComponent(taskView.id)}`);
+  taskView.signature = JSON.stringify(task);
+  renderTask(task);
+}
+
+function wireTaskActions() {
+  const errorEl = $("#task-action-error");
+  const doneEl = $("#task-action-done");
+  $("#task-cancel").addEventListener("click", async (event) => {
+    const id = taskView.id;
+    await command(event.currentTarget, {
+      title: "Cancel this task?",
+      body: `Task ${shortId(id)} (${firstLine(taskView.task.prompt, 80)}) will be cancelled; a running agent is stopped.`,
+      label: "Cancel task",
+      run: () => api(`/api/tasks/${id}/cancel`, { method: "POST" }),
+      errorEl,
+      doneEl,
+      done: (task) => `Task ${shortId(id)} is ${task.status}.`,
+    });
+    await guarded($("#task-error"), reloadTask);
+  });
+  $("#task-resolve").addEventListener("click", async (event) => {
+    const id = taskView.id;
+    const summary = $("#task-summary").value.trim();
+    if (!summary) {
+      showMessage(errorEl, "Write a resolution summary first: it is recorded with the task.");
+      $("#task-summary").focus();
+      return;
+    }
+    const ok = await command(event.currentTarget, {
+      title: "Resolve this task?",
+      body: `Task ${shortId(id)} becomes completed with your summary: “${firstLine(summary, 200)}”.`,
+      label: "Resolve task",
+      run: () => api(`/api/tasks/${id}/resolve`, { method: "POST", body: { summary } }),
+      errorEl,
+      doneEl,
+      done: () => `Task ${shortId(id)} resolved.`,
+    });
+    if (ok) $("#task-summary").value = "";
+    await guarded($("#task-error"), reloadTask);
+  });
+  $("#task-delete").addEventListener("click", async (event) => {
+    const id = taskView.id;
+    const ok = await command(event.currentTarget, {
+      title: "Delete this task?",
+      body: `Task ${shortId(id)} disappears from the board and detail views; its events stay in the log.`,
+      label: "Delete task",
+      run: () => api(`/api/tasks/${id}`, { method: "DELETE" }),
+      errorEl,
+      doneEl,
+      done: () => `Task ${shortId(id)} deleted.`,
+    });
+    if (ok) {
+      setText($("#board-done"), `Task ${shortId(id)} deleted.`);
+      location.hash = "#tasks";
+    } else {
+      await guarded($("#task-error"), reloadTask);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- sessions
+
+const sessionRows = new Map();
+
+function sessionRow() {
+  const cells = {
+    title: h("a"),
+    status: h("span", { class: "badge" }),
+    agent: h("td", { class: "nowrap" }),
+    workspace: h("td"),
+    summary: h("td", { class: "summary" }),
+    last: h("td", { class: "when" }),
+    events: h("a"),
+  };
+  const row = h(
+    "tr",
+    null,
+    h("td", null, cells.title),
+    h("td", null, cells.status),
+    cells.agent,
+    cells.workspace,
+    cells.summary,
+    cells.last,
+    h("td", null, cells.events),
+  );
+  row.cells_ = cells;
+  return row;
+}
+
+function updateSessionRow(row, s) {
+  const c = row.cells_;
+  setText(c.title, s.title || `Session ${shortId(s.id)}`);
+  setAttr(c.title, "href", `#sessions/${s.id}`);
+  setBadge(c.status, s.status);
+  setText(c.agent, s.agent || "—");
+  setText(c.workspace, s.workspaceId);
+  setText(c.summary, firstLine(s.summary, 160));
+  setAttr(c.summary, "title", s.summary || null);
+  setText(c.last, s.lastSignalAt ? fmtTime(s.lastSignalAt) : "never");
+  setText(c.events, "Events");
+  setAttr(c.events, "href", `#stream/${s.id}`);
+  setAttr(c.events, "aria-label", `Events of session ${s.title || shortId(s.id)}`);
+  setAttr(row, "data-session-id", s.id);
+}
+
+views.sessions = () => {
+  ensureWorkspaces($("#sessions-error"));
+  every(
+    SESSIONS_INTERVAL_MS,
+    async () => {
+      const query = new URLSearchParams({ archived: String($("#sessions-archived").checked) });
+      const workspace = $("#sessions-workspace").value;
+      if (workspace) query.set("workspaceId", workspace);
+      const data = await api(`/api/sessions?${query}`);
+      const rows = data.items.map((s) => {
+        let row = sessionRows.get(s.id);
+        if (!row) {
+          row = sessionRow();
+          sessionRows.set(s.id, row);
+        }
+        updateSessionRow(row, s);
+        return row;
+      });
+      const keep = new Set(data.items.map((s) => s.id));
+      for (const id of [...sessionRows.keys()]) if (!keep.has(id)) sessionRows.delete(id);
+      syncChildren($("#sessions-rows"), rows);
+      $("#sessions-empty").hidden = rows.length > 0;
+      setText($("#sessions-updated"), `Updated ${fmtTime(new Date().toISOString())}`);
+    },
+    $("#sessions-error"),
+  );
+};
+
+function refreshSessions() {
+  if (currentRoute && currentRoute.view === "sessions") route();
+}
+
+function rerun() {
+  route();
+}
+
+// ---------------------------------------------------------------- one session: hook timeline
+
+const sessionView = { id: null, openTurns: new Map() };
+
+async function loadSession(id) {
+  const [session, hooks] = await Promise.all([
+    api(`/api/sessions/${encodeURIComponent(id)}`),
+    api(`/api/sessions/${encodeURIComponent(id)}/hooks?groupBy=turn`),
+  ]);
+  if (sessionView.id !== id) return;
+  const title = session.title || `Session ${shortId(session.id)}`;
+  setText($("#session-title"), title);
+  document.title = `${title} · Tachograph`;
+  setBadge($("#session-status"), session.status);
+  fields($("#session-fields"), [
+    ["ID", h("code", null, session.id)],
+    ["Status", badge(session.status)],
+    ["Workspace", session.workspaceId],
+    ["Agent", session.agent],
+    ["Agent session", session.agentSessionId ? h("code", null, session.agentSessionId) : null],
+    ["Title", session.titleLocked ? `${session.title} (set by an operator)` : session.title],
+    ["Summary", session.summary ? h("span", { class: "pre-line" }, session.summary) : null],
+    ["Created", timeEl(session.createdAt)],
+    ["First signal", session.firstSignalAt ? timeEl(session.firstSignalAt) : null],
+    ["Last signal", session.lastSignalAt ? timeEl(session.lastSignalAt) : null],
+    ["Archived", session.archivedAt ? timeEl(session.archivedAt) : undefined],
+    ["Event stream", streamLink(session.id)],
+  ]);
+  renderTimeline(hooks.turns || []);
+}
+
+const OUTCOME_RANK = { deny: 3, continue: 2, modify: 1, pass: 0 };
+
+function renderTimeline(turns) {
+  let number = 0;
+  const items = turns.map((turn) => {
+    if (turn.turnId) number += 1;
+    const key = turn.turnId || "(none)";
+    const records = turn.records;
+    const events = [...new Set(records.map((r) => r.event))];
+    const failures = records.filter((r) => r.failure).length;
+    const strongest = records.reduce(
+      (best, r) => ((OUTCOME_RANK[r.outcome] ?? 0) > (OUTCOME_RANK[best] ?? 0) ? r.outcome : best),
+      "pass",
+    );
+    const open = sessionView.openTurns.get(key) || false;
+    const summary = h(
+      "summary",
+      null,
+      h("span", { class: "turn-name" }, turn.turnId ? `Turn ${number}` : "Outside a turn"),
+      " ",
+      turn.turnId ? h("code", { class: "muted" }, shortId(turn.turnId)) : null,
+      " · ",
+      timeEl(records[0] && records[0].at),
+      ` · ${records.length} record${records.length === 1 ? "" : "s"} · ${events.join(", ")} `,
+      badge(strongest),
+      " ",
+      failures ? h("span", { class: "badge s-failed" }, `${failures} failure${failures === 1 ? "" : "s"}`) : null,
+    );
+    const table = h(
+      "table",
+      { class: "grid timeline-table" },
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          ["At", "Event", "Handler", "Outcome", "Failure", "Reason", "Duration"].map((c) =>
+            h("th", { scope: "col" }, c),
+          ),
+        ),
+      ),
+      h(
+        "tbody",
+        null,
+        records.map((r) =>
+          h(
+            "tr",
+            { "data-handler": r.handlerId || "" },
+            h("td", { class: "when" }, h("time", { datetime: r.at, title: fmtTime(r.at) }, fmtClock(r.at))),
+            h("td", null, r.event),
+            h("td", null, r.handlerId ? h("code", null, r.handlerId) : h("span", { class: "muted" }, "no handler")),
+            h("td", null, badge(r.outcome)),
+            h("td", null, r.failure ? h("span", { class: "badge s-failed" }, r.failure) : "—"),
+            h("td", { class: "reason" }, r.reason || ""),
+            h("td", { class: "num" }, r.durationMs === null || r.durationMs === undefined ? "—" : `${r.durationMs} ms`),
+          ),
+        ),
+      ),
+    );
+    const details = h("details", { class: "turn", open, "data-turn": key }, summary, table);
+    details.addEventListener("toggle", () => sessionView.openTurns.set(key, details.open));
+    return details;
+  });
+  if (!items.length) items.push(h("p", { class: "muted" }, "No hook records for this session."));
+  $("#timeline").replaceChildren(...items);
+}
+
+views.session = (id) => {
+  if (sessionView.id !== id) sessionView.openTurns = new Map();
+  sessionView.id = id;
+  guarded($("#session-error"), () => loadSession(id));
+};
+
+function setAllTurns(open) {
+  for (const details of document.querySelectorAll("#timeline details.turn")) {
+    details.open = open;
+    sessionView.openTurns.set(details.dataset.turn, open);
+  }
+}
+
+// ---------------------------------------------------------------- autonomy
+
+const SETTINGS = ["evolution", "skillCreation", "factRetention", "selfUpdate"];
+
+async function loadSettings() {
+  const settings = await api("/api/settings/autonomy");
+  const form = $("#autonomy-settings");
+  for (const name of SETTINGS) form.elements[name].checked = Boolean(settings[name]);
+  form.dataset.loaded = "true";
+}
+
+function wireSettings() {
+  const form = $("#autonomy-settings");
+  form.addEventListener("submit", (event) => event.preventDefault());
+  for (const name of SETTINGS) {
+    const box = form.elements[name];
+    box.addEventListener("change", async () => {
+      const wanted = box.checked;
+      showMessage($("#settings-error"), "");
+      setText($("#settings-done"), "");
+      box.disabled = true;
+      try {
+        const settings = await api("/api/settings/autonomy", { method: "PATCH", body: { [name]: wanted } });
+        box.checked = Boolean(settings[name]);
+        setText($("#settings-done"), `${name} is now ${box.checked ? "on" : "off"}.`);
+      } catch (error) {
+        box.checked = !wanted;
+        showMessage($("#settings-error"), `Refused: ${describe(error)}`);
+      } finally {
+        box.disabled = false;
+      }
+    });
+  }
+}
+
+const autonomyView = { signals: null, revisions: null };
+
+/** Swap a list's rows; a focused action button inside gets focus back on its replacement. */
+function replaceKeepingFocus(container, nodes) {
+  const active = document.activeElement;
+  let selector = null;
+  if (active && container.contains(active)) {
+    if (active.dataset.revert) selector = `[data-revert="${active.dataset.revert}"]`;
+    else if (active.dataset.action) {
+      selector = `[data-action="${active.dataset.action}"][data-signal="${active.dataset.signal}"]`;
+    }
+  }
+  container.replaceChildren(...nodes);
+  const again = selector && container.querySelector(selector);
+  if (again) again.focus();
+}
+
+async function loadSignals() {
+  const status = $("#signals-status").value;
+  const data = await api(`/api/autonomy/signals${status ? `?status=${encodeURIComponent(status)}` : ""}`);
+  const signature = JSON.stringify([status, data.items]);
+  if (signature === autonomyView.signals) return;
+  autonomyView.signals = signature;
+  const rows = data.items.map((s) => {
+    const actions = [];
+    if (s.status === "pending" || s.status === "dead-letter") {
+      actions.push(h("button", { type: "button", "data-action": "ignore", "data-signal": s.id }, "Ignore"));
+    }
+    if (s.status === "dead-letter") {
+      actions.push(h("button", { type: "button", "data-action": "retry", "data-signal": s.id }, "Retry"));
+    }
+    const evidence = s.kind === "failure" ? [s.failureClass, s.failure].filter(Boolean).join(": ") : s.outcome;
+    return h(
+      "tr",
+      { "data-signal-id": s.id },
+      h("td", { class: "when" }, timeEl(s.createdAt || s.at)),
+      h("td", { class: "nowrap" }, s.agentId),
+      h("td", null, s.kind),
+      h("td", { class: "summary" }, firstLine(s.goal, 120)),
+      h("td", { class: "summary" }, firstLine(evidence, 160)),
+      h(
+        "td",
+        null,
+        badge(s.status),
+        s.attempts ? h("span", { class: "muted" }, ` ${s.attempts} attempt${s.attempts === 1 ? "" : "s"}`) : null,
+        s.strategy ? h("div", { class: "muted" }, `decision: ${s.strategy}`) : null,
+        s.lastError ? h("div", { class: "error" }, firstLine(s.lastError, 160)) : null,
+        s.reason ? h("div", { class: "muted" }, firstLine(s.reason, 160)) : null,
+      ),
+      h(
+        "td",
+        null,
+        h(
+          "div",
+          { class: "row-actions" },
+          actions,
+          s.sessionId ? link(`#sessions/${s.sessionId}`, "Session") : null,
+          streamLink(s.id),
+          s.targetId ? streamLink(s.targetId, "Target events") : null,
+        ),
+      ),
+    );
+  });
+  replaceKeepingFocus($("#signals-rows"), rows);
+  $("#signals-empty").hidden = rows.length > 0;
+}
+
+function wireSignals() {
+  $("#signals-rows").addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (!button) return;
+    const id = button.dataset.signal;
+    const action = button.dataset.action;
+    const ok = await command(button, {
+      title: action === "ignore" ? "Ignore this signal?" : "Retry this signal?",
+      body:
+        action === "ignore"
+          ? `Signal ${shortId(id)} will never be reflected on.`
+          : `Signal ${shortId(id)} goes back to pending and restarts from attempt 0.`,
+      label: action === "ignore" ? "Ignore signal" : "Retry signal",
+      run: () => api(`/api/autonomy/signals/${id}/${action}`, { method: "POST" }),
+      errorEl: $("#signals-error"),
+      doneEl: $("#signals-done"),
+      done: () => `Signal ${shortId(id)} ${action === "ignore" ? "ignored" : "queued for retry"}.`,
+    });
+    if (ok) await reload(loadSignals, $("#autonomy-error"), `[data-signal-id="${id}"] button, #signals-refresh`);
+  });
+  $("#signals-refresh").addEventListener("click", () => guarded($("#autonomy-error"), loadSignals));
+  $("#signals-status").addEventListener("change", () => guarded($("#autonomy-error"), loadSignals));
+}
+
+function targetKey(kind, agentId, key) {
+  return `${kind}/${agentId}/${key}`;
+}
+
+async function loadRevisions() {
+  const [revisions, targets] = await Promise.all([
+    api("/api/autonomy/revisions"),
+    api("/api/autonomy/targets").catch(() => ({ items: [] })),
+  ]);
+  const signature = JSON.stringify([revisions.items, targets.items]);
+  if (signature === autonomyView.revisions) return;
+  autonomyView.revisions = signature;
+  const targetByKey = new Map(
+    (targets.items || []).map((t) => [targetKey(t.kind || t.targetKind, t.agentId, t.key), t]),
+  );
+  const groups = new Map();
+  for (const r of revisions.items) {
+    const key = targetKey(r.targetKind, r.agentId, r.key);
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(r);
+  }
+  // The API lists revisions newest first; targets appear in the order they last changed.
+  const sections = [];
+  for (const [key, list] of groups) {
+    const first = list[0];
+    const target = targetByKey.get(key);
+    const targetId = target ? target.id : null;
+    const headingId = `target-${sections.length}`;
+    sections.push(
+      h(
+        "section",
+        { class: "target panel", "aria-labelledby": headingId, "data-target": key },
+        h(
+          "h4",
+          { id: headingId },
+          h("span", { class: "badge" }, first.targetKind),
+          " ",
+          first.agentId,
+          " · ",
+          h("code", null, first.key),
+          target && target.evolutionManaged === false ? h("span", { class: "badge s-user" }, "user-owned") : null,
+          targetId ? [" ", streamLink(targetId, "Events")] : null,
+        ),
+        h("ol", { class: "revisions" }, list.map((r) => revisionItem(r, target))),
+      ),
+    );
+  }
+  if (!sections.length) sections.push(h("p", { class: "muted" }, "No learned revisions yet."));
+  replaceKeepingFocus($("#revisions"), sections);
+}
+
+function revisionItem(r, target) {
+  const notes = [];
+  if (target && target.latestRevisionId === r.id) notes.push(h("span", { class: "badge s-ok" }, "latest"));
+  if (r.revertsRevisionId) notes.push(h("span", { class: "badge s-cancelled" }, `compensates ${shortId(r.revertsRevisionId)}`));
+  if (r.revertedByRevisionId) notes.push(h("span", { class: "badge s-failed" }, `reverted by ${shortId(r.revertedByRevisionId)}`));
+  return h(
+    "li",
+    { class: "revision", "data-revision-id": r.id },
+    h(
+      "div",
+      { class: "record-head" },
+      timeEl(r.at),
+      " ",
+      h("code", null, shortId(r.id)),
+      " ",
+      notes,
+      " ",
+      h("span", { class: "muted digest" }, `${shortDigest(r.previousContentDigest) || "∅"} → ${shortDigest(r.contentDigest) || "∅"}`),
+      r.signalId ? [" ", h("span", { class: "muted" }, `signal ${shortId(r.signalId)}`)] : null,
+      r.actor ? [" ", h("span", { class: "muted" }, `by ${r.actor}`)] : null,
+      target ? [" ", streamLink(target.id, "Events")] : null,
+      " ",
+      h(
+        "button",
+        { type: "button", "data-revert": r.id, "aria-label": `Revert revision ${shortId(r.id)}` },
+        "Revert",
+      ),
+    ),
+    r.content === null || r.content === undefined || r.content === ""
+      ? h("p", { class: "muted" }, "(no content)")
+      : h("pre", { class: "text" }, json(r.content)),
+  );
+}
+
+/** Re-read a list after a command, keeping the command's message, and put focus back. */
+async function reload(load, errorEl, focusSelector) {
+  try {
+    await load();
+  } catch (error) {
+    showMessage(errorEl, describe(error));
+  }
+  const target = document.querySelector(focusSelector);
+  if (target) target.focus();
+}
+
+function wireRevisions() {
+  $("#revisions").addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-revert]");
+    if (!button) return;
+    const id = button.dataset.revert;
+    const ok = await command(button, {
+      title: "Revert this revision?",
+      body: `A compensating revision restores the content before ${shortId(id)}. Nothing is deleted.`,
+      label: "Revert revision",
+      run: () => api(`/api/autonomy/revisions/${id}/revert`, { method: "POST" }),
+      errorEl: $("#revisions-error"),
+      doneEl: $("#revisions-done"),
+      done: (r) => `Revision ${shortId(id)} reverted${r && r.id ? ` by ${shortId(r.id)}` : ""}.`,
+    });
+    await reload(loadRevisions, $("#autonomy-error"), `button[data-revert="${id}"]`);
+  });
+  $("#revisions-refresh").addEventListener("click", () => guarded($("#autonomy-error"), loadRevisions));
+}
+
+views.autonomy = () => {
+  // Command refusals stay in their own alerts; polling failures go to the view's alert.
+  autonomyView.signals = null;
+  autonomyView.revisions = null;
+  guarded($("#autonomy-error"), loadSettings);
+  every(AUTONOMY_INTERVAL_MS, loadSignals, $("#autonomy-error"));
+  every(AUTONOMY_INTERVAL_MS, loadRevisions, $("#autonomy-error"));
+};
+
+// ---------------------------------------------------------------- audit
+
+async function runVerify() {
+  const out = $("#verify-result");
+  const button = $("#verify-run");
+  button.disabled = true;
+  out.replaceChildren(h("p", { class: "muted" }, "Verifying the whole log…"));
+  try {
+    const report = await api("/api/log/verify");
+    const lines = [];
+    if (report.ok) {
+      lines.push(h("p", { class: "ok verdict" }, "✔ Log verified: the hash chain is intact."));
+    } else {
+      const b = report.break || {};
+      lines.push(
+        h("p", { class: "error verdict" }, `✘ Log broken at position ${b.position}: ${b.kind}. ${b.message || ""}`),
+      );
+    }
+    const dl = h("dl", { class: "fields" });
+    const head = report.head || {};
+    const checkpoints = report.checkpoints || {};
+    fields(dl, [
+      ["Events", String(report.events)],
+      ["Head position", head.position === undefined ? null : String(head.position)],
+      ["Head link", head.link ? h("code", { class: "digest" }, head.link) : null],
+      [
+        "Checkpoints",
+        `${checkpoints.checked ?? 0} of ${checkpoints.total ?? 0} checked · ` +
+          `${checkpoints.signed ?? 0} signed · ${checkpoints.unsigned ?? 0} unsigned`,
+      ],
+    ]);
+    lines.push(dl);
+    for (const warning of report.warnings || []) lines.push(h("p", { class: "warn" }, `Warning: ${warning}`));
+    out.replaceChildren(...lines);
+  } catch (error) {
+    out.replaceChildren(h("p", { class: "error" }, describe(error)));
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function loadCheckpoint() {
+  const data = await api("/api/log/checkpoints?limit=1");
+  const latest = data.items[0];
+  const dl = h("dl", { class: "fields" });
+  if (!latest) {
+    $("#checkpoint").replaceChildren(
+      h("p", { class: "muted" }, `No checkpoint yet: one is recorded every ${data.interval} events and at shutdown.`),
+    );
+    return;
+  }
+  fields(dl, [
+    ["Sequence", String(latest.seq)],
+    ["Position", String(latest.position)],
+    ["Kind", latest.kind],
+    ["Recorded", timeEl(latest.recordedAt)],
+    ["Signature", badge(latest.signatureState)],
+    ["Key", latest.keyId ? h("code", null, latest.keyId) : "unsigned"],
+    ["Link", h("code", { class: "digest" }, latest.link)],
+  ]);
+  $("#checkpoint").replaceChildren(dl);
+}
+
+async function loadHealth() {
+  const health = await api("/api/health");
+  const rows = Object.entries(health.projections || {}).map(([name, p]) =>
+    h("tr", null, h("td", null, name), h("td", { class: "num" }, String(p.position)), h("td", { class: "num" }, String(p.lag))),
+  );
+  $("#health").replaceChildren(
+    h("p", null, badge(health.status), ` database ${health.database} · scheduler ${health.scheduler} · executor ${health.executor}`),
+    h(
+      "table",
+      { class: "grid" },
+      h("caption", { class: "visually-hidden" }, "Projection positions"),
+      h("thead", null, h("tr", null, h("th", { scope: "col" }, "Projection"), h("th", { scope: "col" }, "Position"), h("th", { scope: "col" }, "Lag"))),
+      h("tbody", null, rows),
+    ),
+  );
+}
+
+views.audit = () => {
+  guarded($("#audit-error"), loadCheckpoint);
+  guarded($("#audit-error"), loadHealth);
+  runVerify();
+};
+
+// ---------------------------------------------------------------- a stream's events
+
+views.stream = (id) => {
+  setText($("#stream-title"), `Events of ${shortId(id)}`);
+  $("#stream-rows").replaceChildren();
+  guarded($("#stream-error"), async () => {
+    const stream = await api(`/api/streams/${encodeURIComponent(id)}`);
+    setText($("#stream-title"), `Events of ${stream.type} ${stream.aggregateId}`);
+    document.title = `${stream.type} events · Tachograph`;
+    $("#stream-rows").replaceChildren(
+      ...stream.events.map((e) => {
+        const compact = JSON.stringify(e.data);
+        return h(
+          "tr",
+          null,
+          h("td", { class: "num" }, String(e.position)),
+          h("td", { class: "num" }, String(e.version)),
+          h("td", null, h("code", null, e.type)),
+          h("td", null, timeEl(e.at)),
+          h(
+            "td",
+            { class: "data" },
+            h("details", null, h("summary", null, firstLine(compact, 100)), h("pre", { class: "text" }, JSON.stringify(e.data, null, 2))),
+          ),
+        );
+      }),
+    );
+  });
+};
+
+// ---------------------------------------------------------------- start
+
+function start() {
+  buildBoard();
+  wireTaskActions();
+  wireSettings();
+  wireSignals();
+  wireRevisions();
+  $("#timeline-refresh").addEventListener("click", () =>
+    guarded($("#session-error"), () => loadSession(sessionView.id)),
+  );
+  $("#timeline-expand").addEventListener("click", () => setAllTurns(true));
+  $("#timeline-collapse").addEventListener("click", () => setAllTurns(false));
+  $("#verify-run").addEventListener("click", runVerify);
+  $("#stream-lookup").addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = `#stream/${$("#stream-id").value.trim()}`;
+  });
+  $("#stream-back").addEventListener("click", () => {
+    if (history.length > 1) history.back();
+    else location.hash = "#audit";
+  });
+  $("#tasks-workspace").addEventListener("change", rerun);
+  $("#sessions-workspace").addEventListener("change", refreshSessions);
+  $("#sessions-archived").addEventListener("change", refreshSessions);
+  $("#skip-link").addEventListener("click", (event) => {
+    event.preventDefault();
+    $("#main").focus();
+  });
+  $("#enter-key").addEventListener("click", () => {
+    auth.declined = false;
+    askForKey("").then(rerun, () => {});
+  });
+  $("#forget-key").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_NAME);
+    auth.declined = false;
+    updateKeyControls();
+    rerun();
+  });
+  window.addEventListener("hashchange", () => route(true));
+  updateKeyControls();
+  route();
+}
+
+start();

@@ -1,0 +1,138 @@
+"""Autonomy jobs: the signal (reflection) worker, idle self-update cycles, reconcile.
+
+Jobs stay thin: the read models say where to look; the domain services re-check every
+rule on aggregates and make each decision exclusive through optimistic concurrency.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from apscheduler.triggers.interval import IntervalTrigger
+
+from domain.application import Tachograph
+from domain.autonomy import AutonomyService
+from domain.hook_dispatch import HookTransport
+from domain.reflection import Reflector, parse_reflector_config
+from domain.self_update import ReconcileResult, SelfUpdatePlan, SelfUpdateService
+from domain.signals import SignalService
+from domain.tasks import utcnow
+from infra.reflector import build_reflector
+from infra.settings import Settings
+from projections.learned import list_targets
+from projections.runner import ProjectionRunner
+from projections.self_update import busy, reconcile_workspaces, self_update_candidates
+from projections.signals import due_signal_ids
+from projections.store import ReadStore
+from scheduler.runtime import Job
+from scheduler.tasks import TaskRuntime
+
+log = logging.getLogger(__name__)
+
+# How long a job waits for the read models to hold the whole log before looking.
+SETTLE_S = 2.0
+
+
+class AutonomyRuntime:
+    """Autonomy services of one process and their scheduled entry points."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: Tachograph,
+        store: ReadStore,
+        runner: ProjectionRunner,
+        transport: HookTransport,
+        tasks: TaskRuntime,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        reflector: Reflector | None = None,
+    ) -> None:
+        self.settings = settings
+        self.app = app
+        self.store = store
+        self.runner = runner
+        self.worker_id = tasks.worker_id
+        config = parse_reflector_config(
+            settings.reflector,
+            allowed_hosts=settings.hook_allowed_hosts,
+            allow_insecure_loopback=settings.hook_allow_insecure_loopback,
+        )
+        self.reflector = reflector or build_reflector(config, transport)
+        self.autonomy = AutonomyService(app, clock=clock)
+        self.signals = SignalService(
+            app,
+            self.autonomy,
+            clock=clock,
+            claim_ttl=timedelta(seconds=settings.signal_claim_ttl_s),
+        )
+        plan = SelfUpdatePlan(cron=settings.self_update_cron)
+        tasks.schedules.fire_times(plan.cron)  # refuse to start with a cron that never fires
+        self.self_update = SelfUpdateService(app, tasks.service, tasks.schedules, plan, clock=clock)
+
+    def jobs(self) -> list[Job]:
+        """Thin scheduled entry points."""
+        s = self.settings
+        return [
+            Job("autonomy.reflect", self.reflect, IntervalTrigger(seconds=s.reflection_interval_s)),
+            Job("autonomy.idle", self.idle, IntervalTrigger(seconds=s.self_update_idle_interval_s)),
+            Job(
+                "autonomy.reconcile",
+                self.reconcile,
+                IntervalTrigger(seconds=s.self_update_reconcile_interval_s),
+            ),
+        ]
+
+    def settle(self) -> None:
+        """Let the read models reach the log head (bounded) so the job looks at fresh rows."""
+        self.runner.wait_for(self.app.recorder.max_notification_id() or 0, SETTLE_S)
+
+    def reflect(self) -> dict[str, int]:
+        """Claim a batch of due signals, then reflect on each claimed one."""
+        self.settle()
+        now = self.signals.clock()
+        claims = [
+            claim
+            for sid in due_signal_ids(self.store, now, self.settings.reflection_batch)
+            if (claim := self.signals.claim(UUID(sid), self.worker_id)) is not None
+        ]
+        outcomes: dict[str, int] = {}
+        for claim in claims:
+            self.settle()  # the previous signal may have changed this agent's targets
+            targets = self.targets_of(claim.evidence.agent_id)
+            status = self.signals.reflect(claim, self.reflector, targets)
+            outcomes[status] = outcomes.get(status, 0) + 1
+        return outcomes
+
+    def targets_of(self, agent_id: str) -> list[dict[str, Any]]:
+        """The agent's current evolution-managed targets, as the reflector sees them."""
+        rows = list_targets(self.store, kind=None, agent_id=agent_id, evolution_managed=True)
+        return [
+            {k: r[k] for k in ("kind", "key", "content", "contentDigest", "latestRevisionId")}
+            for r in rows
+        ]
+
+    def idle(self) -> UUID | None:
+        """Release a settled gate; when idle, start the least recently cycled workspace."""
+        self.self_update.release_if_settled()
+        if not self.self_update.enabled():
+            return None
+        self.settle()
+        now = self.self_update.clock()
+        if busy(self.store, now):
+            return None
+        task_id = self.self_update.materialise(
+            UUID(s) for s in self_update_candidates(self.store, now)
+        )
+        if task_id is not None:
+            log.info("self-update cycle started", extra={"task_id": str(task_id)})
+        return task_id
+
+    def reconcile(self) -> ReconcileResult:
+        """Keep one system schedule per eligible workspace; pause the ineligible ones."""
+        self.settle()
+        return self.self_update.reconcile(reconcile_workspaces(self.store))
