@@ -120,13 +120,12 @@ def baseline(app: str, port: int, env: dict[str, str], log: Path) -> Any:
 
 def wrk(url: str, body: dict[str, Any], seconds: int, connections: int = 16) -> dict[str, float]:
     """Run wrk with a JSON POST; return requests/s and error counts."""
-    script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
-    script.write(
-        'wrk.method = "POST"\n'
-        f"wrk.body = {json.dumps(json.dumps(body))}\n"
-        'wrk.headers["Content-Type"] = "application/json"\n'
-    )
-    script.close()
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(
+            'wrk.method = "POST"\n'
+            f"wrk.body = {json.dumps(json.dumps(body))}\n"
+            'wrk.headers["Content-Type"] = "application/json"\n'
+        )
     try:
         out = subprocess.run(
             ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
@@ -300,6 +299,100 @@ def bench_read_your_writes(store: Store, n: int, work: Path) -> dict[str, Any]:
     }
 
 
+def _services(store: Store) -> Any:
+    from api.bootstrap import build_services
+    from infra.settings import Settings
+
+    return build_services(Settings.from_env(store.env()))
+
+
+def _fill_tasks(store: Store, tasks: int, activity: int) -> None:
+    """Tasks that ran one attempt each, with `activity` records in their transcripts."""
+    from domain.tasks import TaskService
+
+    services = _services(store)
+    try:
+        service = TaskService(services.app)
+        for i in range(tasks):
+            task_id = service.create("default", f"bench task {i}", None, 3, "bench").aggregate_id
+            claim = service.claim(task_id, "bench")
+            assert claim is not None
+            if activity:
+                records = [
+                    {"kind": "text", "text": f"step {n} of task {i}: " + "x" * 80}
+                    for n in range(activity)
+                ]
+                service.append_activity(claim.transcript, records)
+            service.complete(task_id, claim.attempt, "done")
+        services.runner.catch_up()
+    finally:
+        services.close()
+
+
+def bench_task_board(store: Store, tasks: int, work: Path) -> dict[str, Any]:
+    plain = Store(store.kind, store.pg_url, store.root.with_name(store.root.name + "-plain"))
+    try:
+        _fill_tasks(store, tasks, 256)
+        _fill_tasks(plain, tasks, 0)
+        timings = {}
+        for label, target in (("with_activity", store), ("no_activity", plain)):
+            port = free_port()
+            with serve(target, port, work / f"serve-board-{label}.log"), httpx.Client() as http:
+                url = f"http://127.0.0.1:{port}/api/tasks"
+                for _ in range(5):
+                    http.get(url, params={"limit": 200})
+                samples = timed(lambda u=url: http.get(u, params={"limit": 200}), 50)
+            timings[label] = statistics.median(samples) * 1000
+    finally:
+        plain.drop()
+    return {
+        "workload": f"GET /api/tasks?limit=200 x 50, {tasks} tasks x 256 activity records",
+        "median_ms": timings["with_activity"],
+        "no_activity_median_ms": timings["no_activity"],
+        "ratio": timings["with_activity"] / timings["no_activity"],
+    }
+
+
+def bench_rebuild(store: Store, events: int, work: Path) -> dict[str, Any]:
+    from domain.session import Session
+    from infra.log_reader import iter_events
+    from projections.rebuild import rebuild
+    from projections.registry import all_projections
+
+    services = _services(store)
+    try:
+        app = services.app
+        for start in range(0, events // 2, 500):
+            batch = [
+                Session(
+                    workspace="default",
+                    title=f"s{i}",
+                    agent=None,
+                    agent_session_id=None,
+                    actor="bench",
+                )
+                for i in range(start, min(start + 500, events // 2))
+            ]
+            for session in batch:
+                session.rename(f"renamed {session.title}", "bench")
+            app.record(*batch)
+        head = int(app.recorder.max_notification_id() or 0)
+        started = time.perf_counter()
+        scanned = sum(1 for n in iter_events(app) if app.mapper.transcoder.decode(n.state))
+        scan_s = time.perf_counter() - started
+        started = time.perf_counter()
+        rebuilt = rebuild(app, services.store, all_projections(prefix="bench_"))
+        rebuild_s = time.perf_counter() - started
+    finally:
+        services.close()
+    return {
+        "workload": f"{head} events (sessions created and renamed) into every projection",
+        "rebuild_events_per_s": rebuilt / rebuild_s,
+        "decode_scan_events_per_s": scanned / scan_s,
+        "ratio": (rebuilt / rebuild_s) / (scanned / scan_s),
+    }
+
+
 def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[str, Any]:
     """Run every benchmark on each store; print a table; write the JSON result."""
     from rich.console import Console
@@ -308,6 +401,7 @@ def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[st
     if shutil.which("wrk") is None:
         raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     seconds, n = (3, 200) if quick else (10, 1000)
+    tasks, events = (300, 20_000) if quick else (5000, 200_000)
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}
     work = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
     for kind in stores:
@@ -316,6 +410,8 @@ def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[st
             ("ingest", bench_ingest, seconds),
             ("hook_gateway", bench_hook_gateway, n),
             ("read_your_writes", bench_read_your_writes, n),
+            ("task_board", bench_task_board, tasks),
+            ("rebuild", bench_rebuild, events),
         ):
             store = Store(kind, pg_url, work / f"{kind}-{name}")
             console.print(f"[bold]{kind}[/bold] {name} ...")
