@@ -13,7 +13,7 @@ from projections.store import Cursor
 F = TypeVar("F", bound=Callable[..., None])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Envelope:
     """One decoded notification: what every projection handler receives."""
 
@@ -24,11 +24,12 @@ class Envelope:
     data: dict[str, Any]
     # The payload bytes exactly as stored, for projections that hash the log itself.
     state: bytes = field(default=b"", repr=False, compare=False)
+    # Formatted once: several projections read it for every event.
+    at: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def at(self) -> str:
+    def __post_init__(self) -> None:
         timestamp: datetime = self.data["timestamp"]
-        return iso(timestamp)
+        object.__setattr__(self, "at", iso(timestamp))
 
 
 @overload
