@@ -23,7 +23,7 @@ from tests.hook_server import HookServer, answer
 from tests.support import Server, env_for
 from tests.test_hook_gateway_api import hooks_settings
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude-code"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude-code"
 FIXTURE_NAMES = sorted(p.name for p in FIXTURES.glob("*.json"))
 SECRET = "c" * 40
 AUDIENCE = "https://tachograph.test/hooks/coder"

@@ -19,7 +19,7 @@ from api.adapters.claude_code import (
     to_camel,
 )
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude-code"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
 
 S0_CONTEXT = "e1159370-3902-493b-92bd-33e8e543e6f8"
 S0_REWAKE = "8162cd02-1a29-4c4a-815a-120cf786776e"
