@@ -10,7 +10,7 @@ import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,9 @@ class PostgresReadStore(ReadStore):
         try:
             with (
                 self.pool.connection() as conn,
+                # Pipeline mode: projection batches are mostly writes, which then go out
+                # without a network round trip each (a fetch still syncs when needed).
+                conn.pipeline() if write else nullcontext(),
                 conn.transaction(),
                 conn.cursor(row_factory=dict_row) as cur,
             ):
