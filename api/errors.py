@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.metrics import DATABASE_UNAVAILABLE
 from domain.errors import Conflict, DomainError, NotFound, RuleViolation
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ def install_error_handlers(app: FastAPI) -> None:
         @app.exception_handler(family)
         async def database_down(_: Request, exc: Exception) -> JSONResponse:
             log.warning("database unavailable: %s", type(exc).__name__)
+            DATABASE_UNAVAILABLE.inc()
             return error_response(
                 503, "database_unavailable", "The database is unreachable; retry shortly."
             )

@@ -31,7 +31,7 @@ def request_id_of(scope: Scope) -> str:
     """The client's x-request-id when it is a sane token, else a fresh one."""
     for name, value in scope["headers"]:
         if name == b"x-request-id":
-            candidate = value.decode("latin-1")
+            candidate: str = bytes(value).decode("latin-1")
             if _VALID_REQUEST_ID.fullmatch(candidate):
                 return candidate
             break
@@ -64,10 +64,10 @@ class ObservabilityMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 headers = [*message.get("headers", []), header]
-                if status == 405:
+                allowed = self._templates().methods(scope["path"]) if status == 405 else []
+                if allowed:
                     # Starlette lists only the first matching route's methods; a path served
                     # by several routes (GET and POST /api/tasks) must list them all.
-                    allowed = self._templates().methods(scope["path"])
                     headers = [(k, v) for k, v in headers if k.lower() != b"allow"]
                     headers.append((b"allow", ", ".join(allowed).encode()))
                 message = {**message, "headers": headers}

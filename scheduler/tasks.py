@@ -175,7 +175,8 @@ class TaskExecutor:
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self._again = threading.Event()
-        self._threads: dict[UUID, threading.Thread] = {}
+        self._threads: dict[UUID, threading.Thread] = {}  # attempts holding a slot
+        self._live: set[threading.Thread] = set()  # also those still refilling after it
 
     def owns(self, task_id: UUID) -> bool:
         with self._lock:
@@ -218,6 +219,7 @@ class TaskExecutor:
             )
             with self._lock:  # registered and started together: shutdown joins only started ones
                 self._threads[claim.task_id] = thread
+                self._live.add(thread)
                 thread.start()
             started += 1
         return started
@@ -227,10 +229,14 @@ class TaskExecutor:
         self.shutting_down.set()
         limit = timeout or self.runner.grace_s + self.runner.reap_wait_s + 15.0
         deadline = time.monotonic() + limit
-        with self._lock:
-            threads = list(self._threads.values())
-        for thread in threads:
-            thread.join(max(deadline - time.monotonic(), 0.1))
+        # Re-read until none is left: a refill poll racing the flag may start one more.
+        while time.monotonic() < deadline:
+            with self._lock:
+                live = [t for t in self._live if t.is_alive()]
+            if not live:
+                return
+            for thread in live:
+                thread.join(max(deadline - time.monotonic(), 0.1))
 
     def _run(self, claim: Claim) -> None:
         ids = {"task_id": claim.task_id, "turn_id": claim.turn_id, "session_id": claim.session_id}
@@ -249,9 +255,13 @@ class TaskExecutor:
             )
         finally:
             with self._lock:
-                self._threads.pop(claim.task_id, None)
-            if not self.shutting_down.is_set():
-                self.poll()
+                self._threads.pop(claim.task_id, None)  # the slot is free again
+            try:
+                if not self.shutting_down.is_set():
+                    self.poll()
+            finally:
+                with self._lock:
+                    self._live.discard(threading.current_thread())
 
     def _attempt(self, claim: Claim) -> None:
         context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}

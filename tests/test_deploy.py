@@ -19,11 +19,11 @@ TACHOGRAPH_SERVICES = ("api-1", "api-2", "worker")
 # The Compose Specification's keys (top level and per service) this file may use; a typo
 # such as `enviroment:` would otherwise be ignored by nothing but a running engine.
 TOP_LEVEL_KEYS = {"name", "services", "volumes", "networks", "configs", "secrets", "version"}
-SERVICE_KEYS = set(
-    "build command container_name depends_on deploy entrypoint environment env_file expose "
-    "healthcheck image labels logging networks ports restart stop_grace_period stop_signal "
-    "ulimits user volumes working_dir".split()
-)
+SERVICE_KEYS = {
+    "build", "command", "container_name", "depends_on", "deploy", "entrypoint", "environment",
+    "env_file", "expose", "healthcheck", "image", "labels", "logging", "networks", "ports",
+    "restart", "stop_grace_period", "stop_signal", "ulimits", "user", "volumes", "working_dir",
+}  # fmt: skip
 HEALTHCHECK_KEYS = {"test", "interval", "timeout", "retries", "start_period", "disable"}
 _VARIABLE = re.compile(r"\$\{(?P<name>[A-Z_][A-Z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 

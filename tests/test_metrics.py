@@ -195,3 +195,11 @@ def test_request_metrics_label_refusals_by_route(settings: Settings) -> None:
         >= 1
     )
     assert value(after, requests, method="GET", route="unmatched", status="404") >= 1
+
+
+def test_405_lists_every_method_of_the_path(settings: Settings) -> None:
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        response = client.request("TRACE", "/api/tasks")
+        assert response.status_code == 405
+        assert set(response.headers["allow"].split(", ")) == {"GET", "POST"}
+        assert response.headers["x-request-id"]

@@ -186,6 +186,7 @@ def test_outage_under_load_fails_fast_recovers_and_loses_no_acknowledged_write(
             for session_id, revision in ledger.sessions.items():
                 row = http.get(f"/api/sessions/{session_id}")
                 assert row.status_code == 200 and row.json()["revision"] >= revision
+            metrics = http.get("/metrics").text
     finally:
         stop.set()
         server.kill()
@@ -205,6 +206,13 @@ def test_outage_under_load_fails_fast_recovers_and_loses_no_acknowledged_write(
     assert any(code == 503 and db == "unreachable" for _, code, db in health), health
     assert threads_in_outage < 150, "threads grew without bound during the outage"
     assert final["status"] == "ok"
+    unavailable = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("tachograph_database_unavailable_total ")
+    ]
+    assert unavailable and float(unavailable[0].split()[1]) > 0
+    assert "tachograph_database_up 1.0" in metrics
 
     # Every acknowledged write is in the log (read directly, not through the proxy).
     app = open_application(settings)

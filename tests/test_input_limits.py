@@ -1,0 +1,278 @@
+"""Every size a client controls is bounded: clear 413/422 answers, and nothing recorded."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.bootstrap import Services
+from infra.settings import Settings
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def limits_client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+def head(client: TestClient) -> int:
+    services: Services = client.app.state.services  # type: ignore[attr-defined]
+    return services.app.recorder.max_notification_id() or 0
+
+
+def body_routes(client: TestClient) -> list[tuple[str, str]]:
+    paths = client.get("/openapi.json").json()["paths"]
+    return [
+        (method.upper(), path)
+        for path, operations in paths.items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    ]
+
+
+def with_ids(path: str) -> str:
+    """A path template with plausible values (the size check comes first anyway)."""
+    values = {"slug": "default", "kind": "overlay", "agent_id": "agent-1", "key": "key-1"}
+    for name in ("session_id", "task_id", "schedule_id", "signal_id", "revision_id"):
+        values[name] = str(uuid.uuid4())
+    return path.format(**values)
+
+
+def test_every_body_route_refuses_more_than_1_mib(limits_client: TestClient) -> None:
+    routes = body_routes(limits_client)
+    assert len(routes) >= 15
+    before = head(limits_client)
+    oversized = b'{"x": "' + b"a" * MIB + b'"}'
+    for method, path in routes:
+        declared = limits_client.request(
+            method, with_ids(path), content=oversized, headers={"content-type": "application/json"}
+        )
+        assert declared.status_code == 413, (method, path, declared.text)
+        assert declared.json()["error"] == "payload_too_large"
+
+        def chunks() -> Iterator[bytes]:  # no content-length: counted while streaming
+            for _ in range(17):
+                yield b" " * 65536
+
+        streamed = limits_client.request(
+            method, with_ids(path), content=chunks(), headers={"content-type": "application/json"}
+        )
+        assert streamed.status_code == 413, (method, path)
+    assert head(limits_client) == before
+
+
+def session(client: TestClient) -> str:
+    return str(client.post("/api/sessions", json={"workspaceId": "default"}).json()["id"])
+
+
+def task(client: TestClient) -> str:
+    return str(
+        client.post("/api/tasks", json={"workspaceId": "default", "prompt": "p"}).json()["id"]
+    )
+
+
+FIELD_LIMITS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("POST", "/api/workspaces", {"id": "w", "path": "p" * 1025}, "path"),
+    ("POST", "/api/workspaces", {"id": "W" * 64, "path": "."}, "id"),
+    ("POST", "/api/sessions", {"workspaceId": "default", "title": "t" * 201}, "title"),
+    ("PATCH", "/api/sessions/{session}", {"title": "t" * 201}, "title"),
+    ("POST", "/api/sessions/{session}/events", {"event": "E" * 65}, "event"),
+    ("POST", "/api/sessions/{session}/events", {"event": "Stop", "eventId": "e" * 257}, "eventId"),
+    ("POST", "/api/sessions/{session}/events", {"event": "Stop", "turnId": "t" * 257}, "turnId"),
+    (
+        "POST",
+        "/api/sessions/{session}/events",
+        {"event": "Stop", "toolName": "x" * 257},
+        "toolName",
+    ),
+    ("POST", "/api/tasks", {"workspaceId": "default", "prompt": "p" * (256 * 1024 + 1)}, "prompt"),
+    ("POST", "/api/tasks", {"workspaceId": "default", "prompt": "p", "model": "m" * 201}, "model"),
+    (
+        "POST",
+        "/api/tasks",
+        {"workspaceId": "default", "prompt": "p", "maxAttempts": 11},
+        "maxAttempts",
+    ),
+    ("POST", "/api/tasks/{task}/resolve", {"summary": "s" * 2049}, "summary"),
+    (
+        "POST",
+        "/api/schedules",
+        {"workspaceId": "default", "name": "n" * 201, "cron": "* * * * *", "prompt": "p"},
+        "name",
+    ),
+    (
+        "POST",
+        "/api/schedules",
+        {"workspaceId": "default", "name": "n", "cron": "*" * 201, "prompt": "p"},
+        "cron",
+    ),
+    (
+        "PUT",
+        "/api/autonomy/targets/overlay/agent-1/key-1",
+        {"content": "c" * (16 * 1024 + 1)},
+        "content",
+    ),
+    (
+        "POST",
+        "/api/autonomy/signals",
+        {"agentId": "a" * 129, "traceId": "t", "kind": "outcome", "goal": "g"},
+        "agentId",
+    ),
+    (
+        "POST",
+        "/api/autonomy/signals",
+        {"agentId": "a", "traceId": "t" * 257, "kind": "outcome", "goal": "g"},
+        "traceId",
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), FIELD_LIMITS)
+def test_oversized_fields_are_422_naming_the_field(
+    limits_client: TestClient, method: str, path: str, body: dict[str, Any], field: str
+) -> None:
+    client = limits_client
+    path = path.replace("{session}", session(client)).replace("{task}", task(client))
+    before = head(client)
+    response = client.request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] in ("validation_error", "unknown_field")
+    assert field in response.json()["message"]
+    assert head(client) == before
+
+
+BAD_TEXT: list[tuple[str, bytes, str]] = [
+    ("NUL", b'{"workspaceId": "default", "title": "a\\u0000b"}', "NUL"),
+    ("lone surrogate", b'{"workspaceId": "default", "title": "a\\ud800b"}', "surrogate"),
+]
+
+
+@pytest.mark.parametrize(("what", "raw", "says"), BAD_TEXT, ids=[b[0] for b in BAD_TEXT])
+def test_text_no_store_can_hold_is_refused(
+    limits_client: TestClient, what: str, raw: bytes, says: str
+) -> None:
+    before = head(limits_client)
+    response = limits_client.post(
+        "/api/sessions", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and says in response.json()["message"]
+    session_id = session(limits_client)
+    nested = json.dumps({"revision": 0, "messages": [{"text": "x"}]}).replace('"x"', '"x\\u0000"')
+    saved = limits_client.put(
+        f"/api/sessions/{session_id}", content=nested, headers={"content-type": "application/json"}
+    )
+    assert saved.status_code == 422 and "messages.0.text" in saved.json()["message"]
+    hook = limits_client.post(
+        f"/api/sessions/{session_id}/events",
+        content=b'{"event": "UserPromptSubmit", "prompt": "hi\\u0000"}',
+        headers={"content-type": "application/json"},
+    )
+    assert hook.status_code == 422
+    claude = limits_client.post(
+        "/hooks/claude",
+        content=b'{"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "\\ud800"}',
+        headers={"content-type": "application/json"},
+    )
+    assert claude.status_code == 422
+    assert head(limits_client) == before + 2  # only the session created on purpose
+
+
+def test_nesting_deeper_than_64_levels_is_refused(limits_client: TestClient) -> None:
+    session_id = session(limits_client)
+    before = head(limits_client)
+    deep: Any = "leaf"
+    for _ in range(70):
+        deep = [deep]
+    saved = limits_client.put(f"/api/sessions/{session_id}", json={"revision": 0, "messages": deep})
+    assert saved.status_code == 422 and "nested deeper than 64" in saved.json()["message"]
+    very_deep = b'{"revision": 0, "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    parsed = limits_client.put(
+        f"/api/sessions/{session_id}",
+        content=very_deep,
+        headers={"content-type": "application/json"},
+    )
+    assert parsed.status_code in (400, 422)
+    shallow: Any = "leaf"
+    for _ in range(60):
+        shallow = [shallow]
+    ok = limits_client.put(f"/api/sessions/{session_id}", json={"revision": 0, "messages": shallow})
+    assert ok.status_code == 200
+    assert head(limits_client) == before + 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/api/events?after=9223372036854775808",
+        "/api/sessions?minPosition=99999999999999999999999",
+        "/api/log/checkpoints?beforeSeq=9223372036854775808",
+        "/api/tasks?limit=201",
+        "/api/events?limit=501",
+        "/api/tasks?source=a%00b",
+        "/api/events?type=" + "T" * 201,
+    ],
+)
+def test_query_parameters_are_bounded(limits_client: TestClient, query: str) -> None:
+    response = limits_client.get(query)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "validation_error"
+
+
+def test_state_version_beyond_64_bits_is_422(limits_client: TestClient) -> None:
+    session_id = session(limits_client)
+    response = limits_client.get(f"/api/streams/{session_id}/state?version=9223372036854775808")
+    assert response.status_code == 422
+
+
+def test_a_position_beyond_the_log_is_422_at_once(limits_client: TestClient) -> None:
+    far = head(limits_client) + 1000
+    response = limits_client.get("/api/sessions", params={"minPosition": far})
+    assert response.status_code == 422
+    assert response.json()["error"] == "position_not_in_log"
+    header = limits_client.get("/api/tasks", headers={"x-tachograph-min-position": str(far)})
+    assert header.status_code == 422
+
+
+def test_claude_fields_share_the_ingest_limits(limits_client: TestClient) -> None:
+    before = head(limits_client)
+    long_session = limits_client.post(
+        "/hooks/claude", json={"hook_event_name": "Stop", "session_id": "s" * 300}
+    )
+    assert long_session.status_code == 422 and "agentSessionId" in long_session.json()["message"]
+    assert head(limits_client) == before
+
+
+def test_signal_evidence_is_stored_bounded(limits_client: TestClient) -> None:
+    body = {
+        "agentId": "agent-1",
+        "traceId": "trace-1",
+        "kind": "failure",
+        "goal": "g" * 100_000,
+        "failure": "f" * 100_000,
+    }
+    created = limits_client.post("/api/autonomy/signals", json=body)
+    assert created.status_code == 201, created.text
+    signal = limits_client.get(f"/api/autonomy/signals/{created.json()['id']}").json()
+    assert len(signal["goal"].encode()) <= 2048 and len(signal["failure"].encode()) <= 2048
+
+
+def test_a_nul_that_reaches_the_log_never_jams_a_projection(
+    limits_client: TestClient, settings: Settings
+) -> None:
+    # The API refuses NUL, but events can carry one anyway (a hook handler's reason,
+    # events recorded before this check): PostgreSQL text cannot hold it.
+    services: Services = limits_client.app.state.services  # type: ignore[attr-defined]
+    recorded = services.app.create_session("default", "left\x00right", "system")
+    assert services.runner.wait_for(recorded.position or 0, 10)
+    row = limits_client.get(f"/api/sessions/{recorded.aggregate_id}").json()
+    expected = "left\x00right" if settings.database_url is None else "left\ufffdright"
+    assert row["title"] == expected
+    assert limits_client.post("/api/sessions", json={"workspaceId": "default"}).status_code == 201
