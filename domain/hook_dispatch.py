@@ -53,7 +53,6 @@ class HookTransport(Protocol):
 
     def call(self, handler: HookHandler, body: bytes) -> TransportReply:
         """POST `body` to `handler.url` within `handler.timeout_ms`."""
-        ...
 
 
 @dataclass(frozen=True, kw_only=True)

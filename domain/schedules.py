@@ -12,7 +12,7 @@ from eventsourcing.persistence import IntegrityError
 from domain.application import Recorded, Tachograph
 from domain.errors import NotFound
 from domain.schedule import Schedule, self_update_schedule_id
-from domain.task import scheduled_task_id
+from domain.task import Task, scheduled_task_id
 from domain.task_policy import SOURCE_SCHEDULE, SOURCE_SELF_UPDATE
 from domain.tasks import new_task, utcnow
 
@@ -156,7 +156,15 @@ class ScheduleService:
             return None
         if not schedule.due(now) or schedule.next_run_at is None:
             return None
-        due_at = schedule.next_run_at
+        task = self.fire_slot(schedule, schedule.next_run_at, now)
+        try:
+            self.app.record(schedule, task)
+        except IntegrityError:
+            return None  # another replica materialised this slot
+        return task.id
+
+    def fire_slot(self, schedule: Schedule, due_at: datetime, now: datetime) -> Task:
+        """The task of one due slot (ID from scheduleId and dueTime); marks the slot fired."""
         task_id = scheduled_task_id(schedule.id, due_at)
         task = new_task(
             schedule.workspace,
@@ -169,11 +177,7 @@ class ScheduleService:
             task_id,
         )
         schedule.fire(due_at, task_id, self.fire_times(schedule.cron)(max(due_at, now)))
-        try:
-            self.app.record(schedule, task)
-        except IntegrityError:
-            return None  # another replica materialised this slot
-        return task_id
+        return task
 
     def _next(self, next_fire: NextFire) -> datetime | None:
         # Strictly after now minus a hair, so a slot at exactly "now" still counts.

@@ -21,9 +21,9 @@ from domain.autonomy_gate import AUTONOMY_GATE_ID, AutonomyGate
 from domain.errors import NotFound
 from domain.schedule import Schedule, self_update_schedule_id
 from domain.schedules import ScheduleService
-from domain.task import Task, scheduled_task_id
-from domain.task_policy import DEAD_LETTER, FAILED, SOURCE_SELF_UPDATE
-from domain.tasks import TaskService, new_task, utcnow
+from domain.task import Task
+from domain.task_policy import DEAD_LETTER, FAILED
+from domain.tasks import TaskService, utcnow
 
 SELF_UPDATE_PROMPT = (
     "Self-update cycle. Review this workspace for small, safe improvements the agents "
@@ -162,26 +162,13 @@ class SelfUpdateService:
             schedule = self._due_system_schedule(schedule_id, now)
             if schedule is None or schedule.next_run_at is None:
                 continue
-            due_at = schedule.next_run_at
-            task_id = scheduled_task_id(schedule.id, due_at)
-            task = new_task(
-                schedule.workspace,
-                schedule.prompt,
-                schedule.model,
-                schedule.max_attempts,
-                "system",
-                SOURCE_SELF_UPDATE,
-                schedule.id,
-                task_id,
-            )
-            next_run_at = self.schedules.fire_times(schedule.cron)(max(due_at, now))
-            schedule.fire(due_at, task_id, next_run_at)
-            gate.acquire(task_id, schedule.workspace, now)
+            task = self.schedules.fire_slot(schedule, schedule.next_run_at, now)
+            gate.acquire(task.id, schedule.workspace, now)
             try:
                 self.app.record(gate, schedule, task)
             except IntegrityError:
                 return None  # another process cycled, or selfUpdate changed, meanwhile
-            return task_id
+            return task.id
         return None
 
     def _due_system_schedule(self, schedule_id: UUID, now: datetime) -> Schedule | None:

@@ -206,7 +206,7 @@ def test_the_gate_admits_one_task_when_processes_race(driven: Driven) -> None:
 
 
 class DisableWhileMaterialising:
-    """Schedules whose fire-time lookup (mid-materialisation) first turns selfUpdate off."""
+    """Schedules whose slot firing (mid-materialisation) first turns selfUpdate off."""
 
     def __init__(self, inner: ScheduleService, disable: Callable[[], Any]) -> None:
         self.inner = inner
@@ -215,6 +215,10 @@ class DisableWhileMaterialising:
     def fire_times(self, cron: str) -> Callable[[datetime], datetime | None]:
         self.disable()
         return self.inner.fire_times(cron)
+
+    def fire_slot(self, schedule: Any, due_at: datetime, now: datetime) -> Any:
+        self.disable()
+        return self.inner.fire_slot(schedule, due_at, now)
 
 
 def test_disabling_self_update_stops_new_cycles_before_the_next_materialisation(
