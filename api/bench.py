@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -341,7 +342,7 @@ def bench_task_board(store: Store, tasks: int, work: Path) -> dict[str, Any]:
                 url = f"http://127.0.0.1:{port}/api/tasks"
                 for _ in range(5):
                     http.get(url, params={"limit": 200})
-                samples = timed(lambda u=url: http.get(u, params={"limit": 200}), 50)
+                samples = timed(partial(http.get, url, params={"limit": 200}), 50)
             timings[label] = statistics.median(samples) * 1000
     finally:
         plain.drop()

@@ -140,7 +140,15 @@ def build_services(settings: Settings) -> Services:
     jobs.extend(autonomy.jobs())
     scheduler = SchedulerRuntime(instrument_jobs(jobs), timezone=settings.timezone)
     return Services(
-        settings, app, store, projections, runner, scheduler, gateway, transport, tasks=tasks,
-        committer=committer, autonomy=autonomy,
+        settings,
+        app,
+        store,
+        projections,
+        runner,
+        scheduler,
+        gateway,
+        transport,
+        tasks=tasks,
+        committer=committer,
+        autonomy=autonomy,
     )
-

@@ -79,6 +79,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the ordered log as NDJSON."""
     import json
+    from contextlib import ExitStack
 
     from fastapi.encoders import jsonable_encoder
 
@@ -87,17 +88,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     settings = _settings()
     app = open_application(settings)
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
     count = 0
-    try:
+    with ExitStack() as stack:
+        stack.callback(app.close)
+        out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
         for n in iter_events(app, after=args.after):
             out.write(json.dumps(jsonable_encoder(event_record(app, n)), separators=(",", ":")))
             out.write("\n")
             count += 1
-    finally:
-        if args.out:
-            out.close()
-        app.close()
     print(f"exported {count} events", file=sys.stderr)
     return 0
 
@@ -209,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     hook = sub.add_parser("hook", help="agent hook adapters")
     hook_sub = hook.add_subparsers(dest="hook_command", required=True)
-    relay = hook_sub.add_parser("claude", help="Claude Code command hook: stdin JSON in, answer out")
+    relay = hook_sub.add_parser("claude", help="Claude Code command hook: stdin JSON → answer")
     relay.add_argument("event", nargs="?")
     relay.add_argument("--fail-closed", action="store_true")
     for name, func in (("install", cmd_hook_install), ("uninstall", cmd_hook_uninstall)):

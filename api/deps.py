@@ -36,9 +36,7 @@ ActorDep = Annotated[str, Depends(get_actor)]
 
 def wait_min_position(
     services: ServicesDep,
-    min_position: Annotated[
-        int | None, Query(alias="minPosition", ge=0, le=MAX_POSITION)
-    ] = None,
+    min_position: Annotated[int | None, Query(alias="minPosition", ge=0, le=MAX_POSITION)] = None,
     header_position: Annotated[
         int | None, Header(alias="x-tachograph-min-position", ge=0, le=MAX_POSITION)
     ] = None,

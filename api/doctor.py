@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -54,10 +55,8 @@ def check_hooks_log(settings: Settings) -> str:
     if path.stat().st_mtime < day_ago or not recent:
         return f"no delivery failures in the last 24 h ({path})"
     last = recent[-1]
-    try:
+    with contextlib.suppress(json.JSONDecodeError, AttributeError):
         last = json.loads(last).get("error", last)
-    except (json.JSONDecodeError, AttributeError):
-        pass
     raise CheckFailed(f"{len(recent)} command-hook delivery failure(s) in {path}; last: {last}")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -97,8 +96,3 @@ def _protected(path: str) -> bool:
     # Claude Code's native hook carries the key in its configured headers; the Coder
     # webhook authenticates with its own signed JWT instead.
     return path.startswith("/api/") or path == "/api" or path == "/hooks/claude"
-
-
-def actor_of(scope: dict[str, Any], api_key_set: bool) -> str:
-    """Label of who made a request: the API key's holder or an anonymous local client."""
-    return "api-key" if api_key_set else "anonymous"

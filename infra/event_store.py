@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from psycopg_pool.base import AttemptWithBackoff
 
 from domain.application import Tachograph
 from infra.settings import Settings
@@ -66,6 +67,19 @@ def schema_lock(settings: Settings) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
 
 
+def steady_pool_reconnects() -> None:
+    """Make psycopg pools retry a lost connection every ~1 s instead of backing off.
+
+    psycopg_pool doubles the delay after each failed reconnect (1, 2, 4, 8, ... s, for
+    up to five minutes), so after a ten-second outage a pool could stay empty for half a
+    minute more while the database was already back. The breaker in front of the
+    recorder already stops requests from piling up, so a steady retry costs little.
+    """
+    AttemptWithBackoff.DELAY_BACKOFF = 1.0
+
+
 def open_application(settings: Settings) -> Tachograph:
     """Construct the Application, creating its tables idempotently."""
+    if settings.database_url is not None:
+        steady_pool_reconnects()
     return Tachograph(env=application_env(settings))

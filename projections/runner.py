@@ -234,7 +234,3 @@ class ProjectionRunner:
             if read < self.batch_size:
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
-
-
-def projection_names(projections: Iterable[Projection]) -> list[str]:
-    return [p.name for p in projections]

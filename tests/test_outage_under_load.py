@@ -149,7 +149,13 @@ def test_outage_under_load_fails_fast_recovers_and_loses_no_acknowledged_write(
         server.wait_ready()
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        # Cut only once writes are flowing (a slow start on a busy machine must not leave
+        # the test with nothing acknowledged before the outage).
+        warm_until = time.monotonic() + 20
+        while time.monotonic() < warm_until and (
+            len(ledger.sessions) < 10 or len(ledger.dispatches) < 10
+        ):
+            time.sleep(0.1)
 
         phase.cut_at = time.monotonic()
         proxy.cut()
