@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NoReturn, Protocol
 
 from domain.hook_config import EVENT_OUTCOMES, SUBAGENT_EVENTS, TOOL_EVENTS, HookHandler
+from domain.strict_json import StrictJSONError, strict_json_object
 
 Outcome = Literal["pass", "deny", "modify", "continue"]
 
@@ -168,21 +169,6 @@ def _malformed(message: str, failure: str = FAILURE_MALFORMED) -> NoReturn:
     raise _Malformed(failure, message)
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json object hook: duplicate keys make a response ambiguous, so reject them."""
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            _malformed("response has a duplicate key")
-        obj[key] = value
-    return obj
-
-
-def _reject_constant(name: str) -> NoReturn:
-    """json constant hook: NaN and Infinity are not JSON."""
-    _malformed(f"response contains {name}, which is not JSON")
-
-
 def parse_handler_response(
     event: str, status: int | None, body: bytes | None
 ) -> HandlerDecision | HandlerFailure:
@@ -220,14 +206,9 @@ def _parse_response(event: str, status: int | None, body: bytes | None) -> Handl
 def _decode_object(body: bytes) -> dict[str, Any]:
     """Decode a UTF-8 JSON object."""
     try:
-        value = json.loads(
-            body.decode("utf-8"), object_pairs_hook=_unique_pairs, parse_constant=_reject_constant
-        )
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        _malformed("response is not valid UTF-8 JSON")
-    if not isinstance(value, dict):
-        _malformed("response is not a JSON object")
-    return value
+        return strict_json_object(body)
+    except StrictJSONError as exc:
+        _malformed(f"response {exc}")
 
 
 def _outcome(event: str, value: Any) -> Outcome:

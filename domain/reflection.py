@@ -10,6 +10,7 @@ from typing import Any, NoReturn, Protocol
 
 from domain.hook_config import HookConfigError, HookHandler, check_outbound_url
 from domain.learned_target import KEY_PATTERN, PROPOSAL_LIMIT_BYTES
+from domain.strict_json import StrictJSONError, strict_json_object
 from domain.task_policy import truncate_utf8
 
 STRATEGIES = ("none", "overlay", "skill", "fact")
@@ -111,19 +112,6 @@ def reflection_request_body(signal: SignalEvidence, targets: list[dict[str, Any]
     return text.encode("utf-8")
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            _failed("answer has a duplicate key")
-        obj[key] = value
-    return obj
-
-
-def _no_constant(name: str) -> NoReturn:
-    _failed(f"answer contains {name}, which is not JSON")
-
-
 def parse_reflector_answer(status: int | None, body: bytes | None) -> Decision:
     """Strict `{schemaVersion: 1, strategy, key?, content?}`; anything else raises."""
     if status is None or not 200 <= status <= 299:
@@ -133,12 +121,9 @@ def parse_reflector_answer(status: int | None, body: bytes | None) -> Decision:
     if len(body) > ANSWER_BODY_CAP:
         _failed("reflector answer is over 64 KiB")
     try:
-        text = body.decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        _failed("reflector answer is not valid UTF-8 JSON")
-    if not isinstance(obj, dict):
-        _failed("reflector answer is not a JSON object")
+        obj = strict_json_object(body)
+    except StrictJSONError as exc:
+        _failed(f"reflector answer {exc}")
     if set(obj) - _ANSWER_KEYS:
         _failed("reflector answer has unknown keys")
     version = obj.get("schemaVersion")
