@@ -40,6 +40,9 @@ def iso(value: datetime | None) -> str | None:
     """Fixed-width ISO-8601 UTC, so strings sort like times in both stores."""
     if value is None:
         return None
+    if value.tzinfo is UTC and value.microsecond and value.year >= 1000:
+        # Same text as the strftime below, several times faster (once per event).
+        return value.isoformat()[:-6] + "Z"
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -85,6 +88,13 @@ class Projection:
     @property
     def topics(self) -> frozenset[str]:
         return frozenset(self._dispatch)
+
+    def begin_batch(self, cur: Cursor) -> None:
+        """Start a batch (a new transaction): forget state a failed batch may have left."""
+
+    def reads(self, event_type: str) -> bool:
+        """Whether `apply` does anything for this event type."""
+        return event_type in self._dispatch
 
     def end_batch(self, cur: Cursor) -> None:
         """Finish work deferred to the end of a batch (same transaction); default none.

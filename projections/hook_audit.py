@@ -28,17 +28,29 @@ class HookAuditProjection(Projection):
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
+        # Per batch: records not yet written, sessions to cap, and which sessions are
+        # gone (asked once per session per batch, not once per event).
+        self._rows: list[tuple[Any, ...]] = []
         self._uncapped: set[str] = set()
+        self._gone: dict[str, bool] = {}
+
+    def begin_batch(self, cur: Cursor) -> None:
+        self._rows.clear()
+        self._uncapped.clear()
+        self._gone.clear()
 
     @handles("HookDispatch.Created")
     def dispatched(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
         session_id = str(d["session_id"])
-        cur.execute(
-            f"SELECT 1 AS gone FROM {self.t['hook_deleted_sessions']} WHERE session_id = ?",
-            (session_id,),
-        )
-        if cur.fetchone() is not None:
+        gone = self._gone.get(session_id)
+        if gone is None:
+            cur.execute(
+                f"SELECT 1 AS gone FROM {self.t['hook_deleted_sessions']} WHERE session_id = ?",
+                (session_id,),
+            )
+            gone = self._gone[session_id] = cur.fetchone() is not None
+        if gone:
             return
         dispatch_id = str(e.aggregate_id)
         # A dispatch without handlers still shows on the timeline, as one record
@@ -52,7 +64,7 @@ class HookAuditProjection(Projection):
                 "durationMs": 0,
             }
         ]
-        rows = [
+        self._rows.extend(
             (
                 f"{dispatch_id}:{seq}",
                 session_id,
@@ -69,18 +81,20 @@ class HookAuditProjection(Projection):
                 seq,
             )
             for seq, run in enumerate(runs)
-        ]
-        cur.executemany(
-            f"INSERT INTO {self.t['hook_audit']} (id, session_id, dispatch_id, turn_id, event, "
-            "handler_id, outcome, failure, reason, duration_ms, at, position, seq) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            rows,
         )
         # Capping keeps "the latest 500", so doing it once per batch per session leaves
         # exactly the rows that capping after every insert would.
         self._uncapped.add(session_id)
 
     def end_batch(self, cur: Cursor) -> None:
+        if self._rows:
+            cur.executemany(
+                f"INSERT INTO {self.t['hook_audit']} (id, session_id, dispatch_id, turn_id, "
+                "event, handler_id, outcome, failure, reason, duration_ms, at, position, seq) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                self._rows,
+            )
+            self._rows.clear()
         for session_id in sorted(self._uncapped):
             self._cap(cur, session_id)
         self._uncapped.clear()
@@ -103,6 +117,8 @@ class HookAuditProjection(Projection):
     @handles("Session.Deleted")
     def session_deleted(self, cur: Cursor, e: Envelope) -> None:
         session_id = str(e.aggregate_id)
+        self.end_batch(cur)  # write what came before, then delete it with the rest
+        self._gone[session_id] = True
         cur.execute(f"DELETE FROM {self.t['hook_audit']} WHERE session_id = ?", (session_id,))
         cur.execute(
             f"INSERT INTO {self.t['hook_deleted_sessions']} (session_id) VALUES (?) "

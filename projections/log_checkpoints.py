@@ -81,9 +81,17 @@ class LogChainProjection(Projection):
         # Only the live chain appends to the ledger; a rebuild's chain is for comparison.
         self.records_checkpoints = prefix == LIVE_PREFIX
         self._head: tuple[weakref.ref[Cursor], _Head] | None = None
+        # Links of the current transaction not yet written (see end_batch).
+        self._links: list[tuple[int, int, str, int, str, str]] = []
+
+    def reads(self, event_type: str) -> bool:
+        return True  # every event type, so the chain covers the whole log
+
+    def begin_batch(self, cur: Cursor) -> None:
+        self._links = []
 
     def apply(self, cur: Cursor, envelope: Envelope) -> None:
-        """Append the event's link (every event type, so the chain covers the whole log)."""
+        """Append the event's link; the rows are written together at the end of the batch."""
         head = self._current_head(cur)
         if envelope.position <= head.position:
             return
@@ -97,15 +105,22 @@ class LogChainProjection(Projection):
             envelope.state,
         )
         seq = head.seq + 1
-        cur.execute(
-            f"INSERT INTO {self.t['log_links']} (position, seq, aggregate_id, version, type, "
-            "link) VALUES (?,?,?,?,?,?)",
-            (envelope.position, seq, aggregate_id, envelope.version, envelope.type, link),
+        self._links.append(
+            (envelope.position, seq, aggregate_id, envelope.version, envelope.type, link)
         )
         self._head = (weakref.ref(cur), _Head(envelope.position, seq, link))
         if self.records_checkpoints and seq % CHECKPOINT_INTERVAL == 0:
             checkpoint = Checkpoint(seq, envelope.position, link, PERIODIC, recorded_at=_now())
             insert_checkpoint(cur, checkpoint.signed(self.signing_key))
+
+    def end_batch(self, cur: Cursor) -> None:
+        if self._links:
+            cur.executemany(
+                f"INSERT INTO {self.t['log_links']} (position, seq, aggregate_id, version, "
+                "type, link) VALUES (?,?,?,?,?,?)",
+                self._links,
+            )
+        self._links = []
 
     def _current_head(self, cur: Cursor) -> _Head:
         # The head is cached only for the transaction that produced it (one cursor per
@@ -113,6 +128,7 @@ class LogChainProjection(Projection):
         # rolled-back batch must not leave a head that was never committed.
         if self._head is not None and self._head[0]() is cur:
             return self._head[1]
+        self._links = []  # a new transaction: unwritten links of a failed one are void
         cur.execute(
             f"SELECT position, seq, link FROM {self.t['log_links']} ORDER BY position DESC LIMIT 1"
         )

@@ -118,7 +118,7 @@ def replay(
     tracking = {p.name: f"rebuild:{prefix}{p.name}" for p in fresh}
     swapped: set[str] = set()
     try:
-        rebuild(app, store, fresh, batch_size=batch_size, progress=progress)
+        rebuild(app, store, fresh, progress=progress)
         tell("comparing rebuilt rows with the live tables")
         live_error = _catch_up_live(app, store, live, batch_size)
         reports = []
@@ -296,6 +296,7 @@ def _swap_in(
         position = _tracked(cur, live.name, lock=store.dialect == "postgres")
         rebuilt_at = _tracked(cur, tracking)
         start = rebuilt_at
+        fresh.begin_batch(cur)
         while start < position:
             page = app.recorder.select_notifications(
                 start=start, limit=batch_size, stop=position, inclusive_of_start=False
@@ -305,10 +306,8 @@ def _swap_in(
             for notification in page:
                 fresh.apply(cur, decode(app, notification))
             start = page[-1].id
-        # Deferred per-batch work (if the projection has any) belongs to this transaction too.
-        end_batch = getattr(fresh, "end_batch", None)
-        if end_batch is not None:
-            end_batch(cur)
+        # Deferred per-batch work belongs to this transaction too.
+        fresh.end_batch(cur)
         if rebuilt_at > position:
             # The live side lagged (it could not apply the log): the rebuilt rows are at
             # the later position, so the runners continue from there.

@@ -101,8 +101,15 @@ def apply_batch(
         tracked = {row["name"]: int(row["position"]) for row in cur.fetchall()}
         positions = {p.name: tracked[names[p.name]] for p in projections}
         last = envelopes[-1].position if envelopes else 0
+        for projection in projections:
+            projection.begin_batch(cur)
+        # Which projections read each type, worked out once per type, not per event.
+        readers: dict[str, list[Projection]] = {}
         for envelope in envelopes:
-            for projection in projections:
+            wanted = readers.get(envelope.type)
+            if wanted is None:
+                wanted = readers[envelope.type] = [p for p in projections if p.reads(envelope.type)]
+            for projection in wanted:
                 if envelope.position > positions[projection.name]:
                     projection.apply(cur, envelope)
         for projection in projections:

@@ -18,7 +18,17 @@ SESSION_COLUMNS = (
 )
 
 
+_COLUMNS = tuple(c.split()[0] for c in SESSION_COLUMNS.split(", "))
+
+
 class SessionsProjection(Projection):
+    """Sessions, enriched by every lifecycle event of theirs.
+
+    Rows touched in a batch are kept in memory and written once at its end: a busy
+    session gets one UPDATE per batch instead of a SELECT and an UPDATE per event,
+    and a session created and renamed in one batch is inserted once, already renamed.
+    """
+
     name = "sessions"
     tables = {
         "sessions": [
@@ -30,29 +40,46 @@ class SessionsProjection(Projection):
         ],
     }
 
+    def __init__(self, prefix: str = "rm_") -> None:
+        super().__init__(prefix)
+        # id -> the row as it stands in this batch (None: no such session).
+        self._rows: dict[str, dict[str, Any] | None] = {}
+        # id -> whether the table holds the row now (before this batch is written).
+        self._stored: dict[str, bool] = {}
+        self._dirty: dict[str, None] = {}  # ordered set
+        self._new_messages: list[tuple[str]] = []  # message rows of sessions created
+
+    def begin_batch(self, cur: Cursor) -> None:
+        self._new_messages.clear()
+        self._rows.clear()
+        self._stored.clear()
+        self._dirty.clear()
+
     @handles("Session.Created")
     def created(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
-        cur.execute(
-            f"INSERT INTO {self.t['sessions']} (id, workspace_id, title, title_locked, "
-            "agent_session_id, agent, revision, position, created_at, updated_at) "
-            "VALUES (?,?,?,?,?,?,0,?,?,?)",
-            (
-                str(e.aggregate_id),
-                d["workspace"],
-                d["title"],
-                d["title"] is not None,
-                d["agent_session_id"],
-                d["agent"],
-                e.position,
-                e.at,
-                e.at,
-            ),
-        )
-        cur.execute(
-            f"INSERT INTO {self.t['session_messages']} (id, messages) VALUES (?, '[]')",
-            (str(e.aggregate_id),),
-        )
+        session_id = str(e.aggregate_id)
+        # A session is created once (the log's version check), so there is no row yet.
+        self._stored[session_id] = False
+        self._rows[session_id] = {
+            "id": session_id,
+            "workspace_id": d["workspace"],
+            "title": d["title"],
+            "title_locked": d["title"] is not None,
+            "summary": None,
+            "agent_session_id": d["agent_session_id"],
+            "agent": d["agent"],
+            "status": None,
+            "first_signal_at": None,
+            "last_signal_at": None,
+            "archived_at": None,
+            "revision": 0,
+            "position": e.position,
+            "created_at": e.at,
+            "updated_at": e.at,
+        }
+        self._dirty[session_id] = None
+        self._new_messages.append((session_id,))
 
     @handles("Session.Renamed")
     def renamed(self, cur: Cursor, e: Envelope) -> None:
@@ -69,6 +96,7 @@ class SessionsProjection(Projection):
     @handles("Session.MessagesSaved")
     def messages_saved(self, cur: Cursor, e: Envelope) -> None:
         self._update(cur, e, revision=e.data["revision"])
+        self._insert_messages(cur)
         cur.execute(
             f"UPDATE {self.t['session_messages']} SET messages = ? WHERE id = ?",
             (json.dumps(e.data["messages"], separators=(",", ":")), str(e.aggregate_id)),
@@ -78,12 +106,8 @@ class SessionsProjection(Projection):
     def hook_signal(self, cur: Cursor, e: Envelope) -> None:
         """Derive agent info, title, summary, signal times and status from a lifecycle event."""
         d = e.data
-        cur.execute(
-            f"SELECT title, title_locked, status, agent, agent_session_id, first_signal_at, "
-            f"last_signal_at FROM {self.t['sessions']} WHERE id = ?",
-            (str(d["session_id"]),),
-        )
-        row = cur.fetchone()
+        session_id = str(d["session_id"])
+        row = self._row(cur, session_id)
         if row is None:
             return  # deleted (or never created) sessions have no row to enrich
         changes: dict[str, Any] = {
@@ -101,22 +125,68 @@ class SessionsProjection(Projection):
         status = next_status(row["status"], d["event_name"])
         if status != row["status"]:
             changes["status"] = status
-        self._update(cur, e, session_id=str(d["session_id"]), **changes)
+        self._update(cur, e, session_id=session_id, **changes)
 
     @handles("Session.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
-        for table in ("sessions", "session_messages"):
-            cur.execute(f"DELETE FROM {self.t[table]} WHERE id = ?", (str(e.aggregate_id),))
+        session_id = str(e.aggregate_id)
+        if self._row(cur, session_id) is not None:
+            self._rows[session_id] = None
+            self._dirty[session_id] = None
+        self._insert_messages(cur)
+        cur.execute(f"DELETE FROM {self.t['session_messages']} WHERE id = ?", (session_id,))
+
+    def _insert_messages(self, cur: Cursor) -> None:
+        if self._new_messages:
+            cur.executemany(
+                f"INSERT INTO {self.t['session_messages']} (id, messages) VALUES (?, '[]')",
+                self._new_messages,
+            )
+            self._new_messages.clear()
+
+    def end_batch(self, cur: Cursor) -> None:
+        self._insert_messages(cur)
+        inserts, updates, deletes = [], [], []
+        for session_id in self._dirty:
+            row, stored = self._rows[session_id], self._stored[session_id]
+            if row is None:
+                deletes.append((session_id,))
+            elif stored:
+                updates.append((*(row[c] for c in _COLUMNS[1:]), session_id))
+            else:
+                inserts.append(tuple(row[c] for c in _COLUMNS))
+        table = self.t["sessions"]
+        if deletes:
+            cur.executemany(f"DELETE FROM {table} WHERE id = ?", deletes)
+        if updates:
+            assignments = ", ".join(f"{c} = ?" for c in _COLUMNS[1:])
+            cur.executemany(f"UPDATE {table} SET {assignments} WHERE id = ?", updates)
+        if inserts:
+            placeholders = ",".join("?" * len(_COLUMNS))
+            cur.executemany(
+                f"INSERT INTO {table} ({', '.join(_COLUMNS)}) VALUES ({placeholders})", inserts
+            )
+        self.begin_batch(cur)
+
+    def _row(self, cur: Cursor, session_id: str) -> dict[str, Any] | None:
+        """The session's row as this batch has left it so far (read once per batch)."""
+        if session_id not in self._rows:
+            cur.execute(f"SELECT * FROM {self.t['sessions']} WHERE id = ?", (session_id,))
+            found = cur.fetchone()
+            row = None if found is None else {c: found[c] for c in _COLUMNS}
+            self._rows[session_id] = row
+            self._stored[session_id] = row is not None
+        return self._rows[session_id]
 
     def _update(
         self, cur: Cursor, e: Envelope, session_id: str | None = None, **columns: Any
     ) -> None:
-        columns["updated_at"] = e.at
-        assignments = ", ".join(f"{c} = ?" for c in columns)
-        cur.execute(
-            f"UPDATE {self.t['sessions']} SET {assignments} WHERE id = ?",
-            (*columns.values(), session_id or str(e.aggregate_id)),
-        )
+        session_id = session_id or str(e.aggregate_id)
+        row = self._row(cur, session_id)
+        if row is None:
+            return  # as an UPDATE of a missing row: nothing
+        row.update(columns, updated_at=e.at)
+        self._dirty[session_id] = None
 
 
 _STATUS_AFTER = {

@@ -109,6 +109,7 @@ class SQLiteReadStore(ReadStore):
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA cache_size=-32768")
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

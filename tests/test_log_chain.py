@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from domain.log_chain import GENESIS, Checkpoint, chain_link, signing_key_id
+from domain.log_chain import GENESIS, Checkpoint, chain_header, chain_link, signing_key_id
 from domain.log_verify import RecordedLink, StoredEvent, VerifyReport, verify_chain
 
 KEY = "k" * 32
@@ -76,6 +79,22 @@ def test_link_changes_with_every_covered_field() -> None:
         chain_link(link, 7, *base),
     ]
     assert link not in variants and len(set(variants)) == len(variants)
+
+
+@given(
+    position=st.integers(min_value=1, max_value=2**62),
+    aggregate_id=st.one_of(st.uuids().map(str), st.text(max_size=40)),
+    version=st.integers(min_value=1, max_value=2**31),
+    type_=st.one_of(st.sampled_from(["Session.Created", "Task.Claimed"]), st.text(max_size=20)),
+)
+def test_header_is_the_compact_json_array_links_have_always_hashed(
+    position: int, aggregate_id: str, version: int, type_: str
+) -> None:
+    # Recorded chains must keep verifying: the fast header equals the original encoding.
+    expected = json.dumps(
+        [position, aggregate_id, version, type_], separators=(",", ":"), ensure_ascii=False
+    )
+    assert chain_header(position, aggregate_id, version, type_) == expected
 
 
 def test_header_fields_cannot_bleed_into_the_payload() -> None:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.bootstrap import Services
-from projections.base import Envelope, Projection
+from domain.gateway import IngestEvent
+from projections.base import Envelope, Projection, iso
 from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner
@@ -16,10 +22,34 @@ def make_history(services: Services, sessions: int = 30) -> None:
     app = services.app
     for i in range(sessions):
         recorded = app.create_session("default", None, "test")
-        app.update_session(recorded.aggregate_id, "test", title=f"t{i}", archived=i % 3 == 0)
-        app.save_session_messages(recorded.aggregate_id, 0, [f"m{i}"], "test")
+        session_id = recorded.aggregate_id
+        if i % 2:  # the others get their titles from hook events
+            app.update_session(session_id, "test", title=f"t{i}", archived=i % 3 == 0)
+        app.save_session_messages(session_id, 0, [f"m{i}"], "test")
+        for turn in range(2):
+            for event in _turn(i, turn):
+                services.gateway.ingest(session_id, event, actor="test")
         if i % 5 == 0:
-            app.delete_session(recorded.aggregate_id, "test")
+            app.delete_session(session_id, "test")
+            # A straggler recorded after the delete must not revive its audit or row.
+            services.gateway.ingest(session_id, IngestEvent("PostToolUse"), actor="test")
+
+
+def _turn(i: int, turn: int) -> list[IngestEvent]:
+    ids: dict[str, Any] = {
+        "turn_id": f"turn-{turn}",
+        "agent": "claude-code",
+        "agent_session_id": f"a{i}",
+    }
+    events = [
+        IngestEvent("UserPromptSubmit", prompt=f"fix bug {i}.{turn}", **ids),
+        IngestEvent("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, **ids),
+        IngestEvent("PostToolUse", tool_name="Bash", tool_response={"exitCode": 0}, **ids),
+        IngestEvent("Stop", last_assistant_message=f"done {i}.{turn}", **ids),
+    ]
+    if i % 4 == 1 and turn == 1:
+        events.append(IngestEvent("SessionEnd", **ids))
+    return events
 
 
 def assert_live_equals_rebuild(services: Services) -> None:
@@ -48,10 +78,20 @@ class CrashingAt(Projection):
         self.name = inner.name  # type: ignore[misc]
         self.t = inner.t
 
+    def reads(self, event_type: str) -> bool:
+        return True  # sees every event, so it can crash on any position
+
+    def begin_batch(self, cur: Cursor) -> None:
+        self.inner.begin_batch(cur)
+
     def apply(self, cur: Cursor, envelope: Envelope) -> None:
         if envelope.position == self.position:
             raise Crash
-        self.inner.apply(cur, envelope)
+        if self.inner.reads(envelope.type):
+            self.inner.apply(cur, envelope)
+
+    def end_batch(self, cur: Cursor) -> None:
+        self.inner.end_batch(cur)
 
 
 def test_crash_mid_batch_applies_nothing_and_restart_equals_replay(services: Services) -> None:
@@ -102,3 +142,14 @@ def test_waiter_is_released_by_the_runner_commit(services: Services) -> None:
     assert recorded.position is not None
     assert services.runner.wait_for(recorded.position, 2.0)
     assert services.runner.position >= recorded.position
+
+
+@given(
+    st.datetimes(
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7))]),
+    )
+)
+def test_iso_times_keep_their_fixed_width_text(value: datetime) -> None:
+    # Read models compare these strings as times: the fast path must not change a byte.
+    assert iso(value) == value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
