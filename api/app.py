@@ -9,6 +9,8 @@ from fastapi import Depends, FastAPI
 
 from api.bootstrap import Services, build_services
 from api.errors import install_error_handlers
+from api.framework import framework_options
+from api.ingest_fast_path import IngestFastPath
 from api.input_limits import QueryGuardMiddleware
 from api.metrics import ProcessMetrics
 from api.middleware import ApiKeyMiddleware, BodyLimitMiddleware
@@ -52,6 +54,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         summary="Event-sourced control plane for AI coding agents.",
         lifespan=lifespan,
         dependencies=[Depends(bind_path_ids)],
+        **framework_options(),
     )
     app.state.services = services
     app.state.metrics = ProcessMetrics(services)
@@ -75,6 +78,8 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         self_update.router,
     ):
         app.include_router(router)
+    # Added first, so innermost: it sees only authenticated, size-checked requests.
+    app.add_middleware(IngestFastPath, fastapi_app=app)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(QueryGuardMiddleware)

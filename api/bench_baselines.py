@@ -13,12 +13,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from api.framework import framework_options
 from api.schemas import LifecycleEvent
 
 
 def bare_app() -> FastAPI:
     """Validates the lifecycle body and answers a pass."""
-    app = FastAPI()
+    app = FastAPI(**framework_options())  # the framework configured as Tachograph's
 
     @app.post("/api/sessions/{session_id}/events")
     async def ingest(session_id: str, body: LifecycleEvent) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def bare_app() -> FastAPI:
 
 def raw_insert_app() -> FastAPI:
     """Validates, then one raw INSERT + COMMIT per request (sqlite3 or psycopg)."""
-    app = FastAPI()
+    app = FastAPI(**framework_options())
     url = os.environ.get("BENCH_DATABASE_URL")
     local = threading.local()
 

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from pydantic import ValidationInfo
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -54,8 +55,30 @@ def _check_text(text: str, where: str) -> None:
         raise TextProblem(f"{where or 'body'}: lone UTF-16 surrogates are not valid text")
 
 
-def validate_json_text(data: Any) -> Any:
+# Validation context key: the raw body was already proven clean (see `plainly_clean`).
+TEXT_CHECKED = "json_text_checked"
+
+
+def plainly_clean(raw: bytes) -> bool:
+    """True only if the JSON document `raw` cannot hold anything `check_json` refuses.
+
+    A cheap look at the bytes instead of a walk over the decoded value: NUL and lone
+    surrogates can only arrive as `\\u` escapes, or (json.loads decodes bytes with
+    `surrogatepass`) as UTF-8-style surrogate bytes, which start with 0xED; and a
+    document with at most 64 brackets cannot nest deeper than 64. False means "walk it".
+    """
+    return (
+        json.detect_encoding(raw) == "utf-8"  # UTF-16/32 bodies could carry any code unit
+        and b"\\u" not in raw
+        and b"\xed" not in raw
+        and raw.count(b"{") + raw.count(b"[") <= MAX_JSON_DEPTH
+    )
+
+
+def validate_json_text(data: Any, info: ValidationInfo) -> Any:
     """Pydantic `mode="before"` model validator: the same checks as a 422 validation error."""
+    if info.context and info.context.get(TEXT_CHECKED):
+        return data
     try:
         check_json(data)
     except TextProblem as exc:

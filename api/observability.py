@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import HTTP_IN_FLIGHT, HTTP_LATENCY, HTTP_REQUESTS
+from domain.ids import random_id
 from infra.logs import bind_log_context, reset_log_context
 
 access_log = logging.getLogger("tachograph.access")
@@ -35,7 +35,7 @@ def request_id_of(scope: Scope) -> str:
             if _VALID_REQUEST_ID.fullmatch(candidate):
                 return candidate
             break
-    return uuid.uuid4().hex
+    return random_id().hex
 
 
 class ObservabilityMiddleware:
@@ -46,6 +46,7 @@ class ObservabilityMiddleware:
         self.fastapi_app = fastapi_app
         self.access_log = access_log
         self._compiled: _Templates | None = None
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -81,8 +82,9 @@ class ObservabilityMiddleware:
             elapsed = time.perf_counter() - started
             method = scope["method"] if scope["method"] in _METHODS else "other"
             route = self._route(scope)
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_LATENCY.labels(method, route).observe(elapsed)
+            counter, latency = self._series(method, route, status)
+            counter.inc()
+            latency.observe(elapsed)
             if self.access_log or status >= 500:
                 level = logging.WARNING if status >= 500 else logging.INFO
                 access_log.log(
@@ -101,6 +103,18 @@ class ObservabilityMiddleware:
                     },
                 )
             reset_log_context(tokens)
+
+    def _series(self, method: str, route: str, status: int) -> tuple[Any, Any]:
+        # labels() takes a lock and builds a key on every call; the few series a
+        # server ever has are looked up once.
+        key = (method, route, status)
+        series = self._children.get(key)
+        if series is None:
+            series = self._children[key] = (
+                HTTP_REQUESTS.labels(method, route, str(status)),
+                HTTP_LATENCY.labels(method, route),
+            )
+        return series
 
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.domain import Aggregate
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, Recording
 
 from domain.errors import AlreadyExists, NotFound, RevisionConflict
@@ -46,6 +46,21 @@ class Tachograph(Application[UUID]):
             self.on_recorded(recordings)
         except Exception:  # noqa: BLE001 - the save is durable; observing it must not fail it
             logging.getLogger(__name__).exception("recording observer failed")
+
+    def save_events(self, events: Sequence[DomainEventProtocol[UUID]]) -> list[Recording[UUID]]:
+        """`save(*events)` for events already collected, in one transaction.
+
+        The same steps as `save()`, without its two runtime-Protocol isinstance checks
+        per object: on Python 3.11 those cost ~10 µs per event, a third of what the
+        group commit spends on an event.
+        """
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        processing_event.events.extend(events)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        self.notify(processing_event.events)  # save() calls this deprecated hook too
+        return recordings
 
     def record(self, *aggregates: Aggregate) -> int | None:
         """Save pending events in one transaction; return the last log position."""

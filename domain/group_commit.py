@@ -120,7 +120,7 @@ class GroupCommitter:
             pending.result.set_result(positions[pending.aggregate_id])
 
     def _save(self, events: list[DomainEventProtocol[UUID]]) -> dict[UUID, int]:
-        recordings = self.app.save(*events)
+        recordings = self.app.save_events(events)
         positions: dict[UUID, int] = {}
         for recording in recordings:
             aggregate_id = recording.domain_event.originator_id

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.domain import event
 
 from domain.base import TachographAggregate
-from domain.ids import stable_id
+from domain.ids import random_id, stable_id
 
 
 def dispatch_id_for(event_id: str | None) -> UUID:
     """Deterministic from the client's eventId (so retries dedupe), random without one."""
-    return stable_id("hook-dispatch", event_id) if event_id else uuid4()
+    return stable_id("hook-dispatch", event_id) if event_id else random_id()
 
 
 class HookDispatch(TachographAggregate):

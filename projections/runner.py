@@ -112,14 +112,18 @@ def apply_batch(
             for projection in wanted:
                 if envelope.position > positions[projection.name]:
                     projection.apply(cur, envelope)
+        behind = []
         for projection in projections:
             projection.end_batch(cur)
             if last > positions[projection.name]:
-                cur.execute(
-                    "UPDATE projection_tracking SET position = ? WHERE name = ?",
-                    (last, names[projection.name]),
-                )
+                behind.append(names[projection.name])
                 positions[projection.name] = last
+        if behind:
+            cur.execute(
+                "UPDATE projection_tracking SET position = ? "
+                f"WHERE name IN ({','.join('?' * len(behind))})",
+                (last, *behind),
+            )
     return positions
 
 
@@ -134,12 +138,14 @@ class ProjectionRunner:
         *,
         batch_size: int = 500,
         poll_interval: float = 0.05,
+        linger: float = 0.002,
     ) -> None:
         self.app = app
         self.store = store
         self.projections = list(projections)
         self.batch_size = batch_size
         self.poll_interval = poll_interval
+        self.linger = linger
         self._cond = threading.Condition()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -238,6 +244,10 @@ class ProjectionRunner:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            if read < self.batch_size:
+            if read > 1 and self.linger:
+                # Events are arriving concurrently: let a few more gather so the next
+                # transaction's fixed cost is shared; a lone event never waits here.
+                self._stopping.wait(self.linger)
+            elif read < self.batch_size:
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()

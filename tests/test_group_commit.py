@@ -88,7 +88,7 @@ def test_store_failure_releases_every_waiter(
     def down(*_: object) -> object:
         raise ConnectionError("database down")
 
-    monkeypatch.setattr(services.app, "save", down)
+    monkeypatch.setattr(services.app, "save_events", down)
     with pytest.raises(ConnectionError):
         committer.record(dispatch(uuid4(), uuid4()))
     committer.close()

@@ -376,7 +376,7 @@ def test_recording_failure_never_changes_the_decision(
     def broken_save(*_: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services.app, "save", broken_save)
+    monkeypatch.setattr(services.app.events, "put", broken_save)  # under every save path
     response = post(gateway_client, session_id, event="PostToolUse")
     assert response.status_code == 200
     assert response.json()["outcome"] == "pass"

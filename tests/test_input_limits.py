@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.app import create_app
 from api.bootstrap import Services
+from api.input_limits import check_json, plainly_clean
 from infra.settings import Settings
 
 MIB = 1024 * 1024
@@ -276,3 +279,56 @@ def test_a_nul_that_reaches_the_log_never_jams_a_projection(
     expected = "left\x00right" if settings.database_url is None else "left\ufffdright"
     assert row["title"] == expected
     assert limits_client.post("/api/sessions", json={"workspaceId": "default"}).status_code == 201
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=80,
+)
+
+
+@given(value=JSON_VALUES, ascii_only=st.booleans())
+def test_a_plainly_clean_body_always_passes_the_full_text_check(
+    value: Any, ascii_only: bool
+) -> None:
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    if plainly_clean(raw):
+        check_json(json.loads(raw))  # must not raise: the shortcut may only skip clean input
+
+
+@given(raw=st.binary(max_size=64))
+def test_no_byte_string_fools_the_shortcut(raw: bytes) -> None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return
+    if plainly_clean(raw):
+        check_json(value)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"event": "PostToolUse", "toolInput": {"command": "a\\u0000b"}}',
+        b'{"event": "PostToolUse", "toolInput": {"\\ud800": 1}}',
+        b'{"event": "PostToolUse", "prompt": "\xed\xa0\x80"}',  # a raw surrogate
+        '{"event": "PostToolUse", "prompt": "\ud800"}'.encode("utf-16-le", "surrogatepass"),
+        b'{"event": "PostToolUse", "toolInput": ' + b"[" * 70 + b"]" * 70 + b"}",
+    ],
+    ids=["nul", "surrogate-key", "raw-surrogate", "utf-16", "deep"],
+)
+def test_the_ingest_hot_path_refuses_what_no_store_can_hold(
+    limits_client: TestClient, raw: bytes
+) -> None:
+    session_id = session(limits_client)
+    before = head(limits_client)
+    response = limits_client.post(
+        f"/api/sessions/{session_id}/events",
+        content=raw,
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert head(limits_client) == before
