@@ -17,6 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
+from collections.abc import Awaitable
+from concurrent.futures import Future
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -82,16 +85,52 @@ class IngestFastPath:
         except (ValueError, ValidationError):
             return None  # the route answers with the canonical 422
         services: Services = self.fastapi_app.state.services
+        loop = asyncio.get_running_loop()
         started = services.gateway.start_ingest(
-            session_id, to_ingest(payload), actor=actor_label(services)
+            session_id,
+            to_ingest(payload),
+            actor=actor_label(services),
+            deliver=loop.call_soon_threadsafe,  # one wake-up of this loop per batch
         )
         if started is None:
             return None  # unknown session or handlers to run: the route's blocking path
         bind_log_context(session_id=session_id)  # reset by the observability middleware
         try:
-            return await asyncio.wrap_future(started)
+            return await _in_loop(loop, started)
         except IntegrityError:
             return None  # a retried eventId: the route answers with the stored decision
+
+
+def _in_loop(
+    loop: asyncio.AbstractEventLoop, started: Future[IngestResult]
+) -> Awaitable[IngestResult]:
+    """Await a future that is resolved in this loop's thread (it was given `deliver`).
+
+    `asyncio.wrap_future` would schedule every result through `call_soon_threadsafe`
+    again; here the result is copied over directly when it arrives on the loop's own
+    thread, and handed over thread-safely only if it ever arrives anywhere else.
+    """
+    waiter: asyncio.Future[IngestResult] = loop.create_future()
+    loop_thread = threading.get_ident()
+
+    def copy(done: Future[IngestResult]) -> None:
+        if threading.get_ident() == loop_thread:
+            _copy(done, waiter)
+        else:
+            loop.call_soon_threadsafe(_copy, done, waiter)
+
+    started.add_done_callback(copy)
+    return waiter
+
+
+def _copy(source: Future[IngestResult], waiter: asyncio.Future[IngestResult]) -> None:
+    if waiter.done():
+        return  # the request was cancelled (client gone)
+    error = source.exception()
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(source.result())
 
 
 def _content_type(scope: Scope) -> bytes | None:

@@ -16,6 +16,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.application import Recorded, Tachograph
 from domain.errors import NotFound
+from domain.group_commit import Deliver
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     DispatchRequest,
@@ -105,7 +106,7 @@ class HookGateway:
         session_known: Callable[[UUID], bool],
         stop_continues: Callable[[UUID, str | None], int],
         record: Callable[[HookDispatch], int | None] | None = None,
-        submit: Callable[[HookDispatch], Future[int]] | None = None,
+        submit: Callable[[HookDispatch, Deliver | None], Future[int]] | None = None,
         on_dispatch: Callable[[str, DispatchResult], None] | None = None,
     ) -> None:
         self.app = app
@@ -214,14 +215,14 @@ class HookGateway:
         return replace(decided, position=position, recorded=True)
 
     def start_ingest(
-        self, session_id: UUID, ev: IngestEvent, *, actor: str
+        self, session_id: UUID, ev: IngestEvent, *, actor: str, deliver: Deliver | None = None
     ) -> Future[IngestResult] | None:
         """Begin an ingest that needs no blocking I/O; None when it needs `ingest` instead.
 
         The hot path: a known session and no matching handlers. The returned future
-        resolves once the dispatch is durable. A duplicate eventId resolves it with
-        IntegrityError, so the caller takes the blocking path, which answers with the
-        stored decision.
+        resolves once the dispatch is durable (through `deliver`, when given: see
+        `GroupCommitter.submit`). A duplicate eventId resolves it with IntegrityError,
+        so the caller takes the blocking path, which answers with the stored decision.
         """
         if self._submit is None or session_id not in self._known_sessions:
             return None
@@ -241,7 +242,7 @@ class HookGateway:
                 log.error("hook dispatch could not be recorded: %s", exc)
                 outcome.set_result(decided)
 
-        self._submit(record).add_done_callback(settle)
+        self._submit(record, deliver).add_done_callback(settle)
         return outcome
 
     def _decide(

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, DomainEventProtocol
@@ -23,12 +24,16 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
 
+# Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
+Deliver = Callable[[Callable[[], None]], object]
+
 
 @dataclass
 class _Pending:
     aggregate_id: UUID
     # Collected up front: a failed save() would otherwise have consumed them.
     events: list[DomainEventProtocol[UUID]]
+    deliver: Deliver | None = None
     result: Future[int] = field(default_factory=Future)
 
 
@@ -54,10 +59,15 @@ class GroupCommitter:
         """Append the aggregate's pending events; return its last log position."""
         return self.submit(aggregate).result()
 
-    def submit(self, aggregate: Aggregate) -> Future[int]:
-        """Queue the aggregate's pending events; the future resolves once they are durable."""
+    def submit(self, aggregate: Aggregate, deliver: Deliver | None = None) -> Future[int]:
+        """Queue the aggregate's pending events; the future resolves once they are durable.
+
+        With `deliver`, the future is resolved through it (in the caller's thread), and
+        every future of a batch that shares one `deliver` is resolved by a single call:
+        an event loop then wakes once per batch, not once per request.
+        """
         self._ensure_started()
-        pending = _Pending(aggregate.id, list(aggregate.collect_events()))
+        pending = _Pending(aggregate.id, list(aggregate.collect_events()), deliver)
         self._queue.put(pending)
         return pending.result
 
@@ -102,22 +112,39 @@ class GroupCommitter:
 
     def _commit(self, batch: list[_Pending]) -> None:
         self._on_batch(len(batch))
+        outcomes: list[tuple[_Pending, int | BaseException]] = []
+        self._append(batch, outcomes)
+        # Keyed by equality: `loop.call_soon_threadsafe` is a new bound method each time
+        # it is looked up, but all of them compare equal.
+        by_deliver: dict[Deliver, list[tuple[_Pending, int | BaseException]]] = {}
+        for pending, outcome in outcomes:
+            if pending.deliver is None:
+                _settle(pending, outcome)
+            else:
+                by_deliver.setdefault(pending.deliver, []).append((pending, outcome))
+        for deliver, group in by_deliver.items():
+            try:
+                deliver(partial(_settle_all, group))
+            except RuntimeError:  # its event loop is closed: nobody waits there any more
+                _settle_all(group)
+
+    def _append(
+        self, batch: list[_Pending], outcomes: list[tuple[_Pending, int | BaseException]]
+    ) -> None:
+        """Save a batch; on a conflict, each alone, so only the culprit fails."""
         try:
             positions = self._save([e for p in batch for e in p.events])
         except IntegrityError:
             if len(batch) == 1:
-                batch[0].result.set_exception(IntegrityError("conflict"))
+                outcomes.append((batch[0], IntegrityError("conflict")))
                 return
-            # One conflict failed everyone: retry each alone so only the culprit fails.
             for pending in batch:
-                self._commit([pending])
+                self._append([pending], outcomes)
             return
         except BaseException as exc:  # noqa: BLE001 - every waiter must be released
-            for pending in batch:
-                pending.result.set_exception(exc)
+            outcomes.extend((pending, exc) for pending in batch)
             return
-        for pending in batch:
-            pending.result.set_result(positions[pending.aggregate_id])
+        outcomes.extend((pending, positions[pending.aggregate_id]) for pending in batch)
 
     def _save(self, events: list[DomainEventProtocol[UUID]]) -> dict[UUID, int]:
         recordings = self.app.save_events(events)
@@ -128,3 +155,15 @@ class GroupCommitter:
         if positions:
             self.app.on_commit(max(positions.values()))
         return positions
+
+
+def _settle(pending: _Pending, outcome: int | BaseException) -> None:
+    if isinstance(outcome, BaseException):
+        pending.result.set_exception(outcome)
+    else:
+        pending.result.set_result(outcome)
+
+
+def _settle_all(group: list[tuple[_Pending, int | BaseException]]) -> None:
+    for pending, outcome in group:
+        _settle(pending, outcome)

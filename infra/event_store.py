@@ -24,6 +24,7 @@ def application_env(settings: Settings) -> dict[str, str]:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": str(settings.sqlite_path),
             "SQLITE_LOCK_TIMEOUT": "5",
+            "APPLICATION_RECORDER_TOPIC": "infra.sqlite_recorder:BatchedSQLiteApplicationRecorder",
         }
     return {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
+from eventsourcing.sqlite import SQLiteAggregateRecorder
 
 from domain.application import Tachograph
 
@@ -53,7 +54,7 @@ def read_stream(app: Tachograph, aggregate_id: UUID) -> list[Notification]:
     """One aggregate's events with their log positions, oldest first."""
     recorder: Any = app.recorder
     datastore = recorder.datastore
-    if type(recorder).__module__.endswith("sqlite"):
+    if isinstance(recorder, SQLiteAggregateRecorder):
         sql = (
             f"SELECT rowid AS position, originator_version, topic, state "
             f"FROM {recorder.events_table_name} WHERE originator_id = ? "

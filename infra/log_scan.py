@@ -6,13 +6,15 @@ from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.sqlite import SQLiteAggregateRecorder
+
 from domain.application import Tachograph
 from domain.log_chain import canonical_id
 from domain.log_verify import StoredEvent
 
 
 def _is_sqlite(app: Tachograph) -> bool:
-    return type(app.recorder).__module__.endswith("sqlite")
+    return isinstance(app.recorder, SQLiteAggregateRecorder)
 
 
 def events_table(app: Tachograph) -> str:

@@ -13,35 +13,38 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 _CONTEXT_KEYS = ("request_id", "session_id", "task_id", "turn_id", "dispatch_id")
-_CONTEXT: dict[str, ContextVar[str | None]] = {
-    key: ContextVar(f"tachograph_log_{key}", default=None) for key in _CONTEXT_KEYS
-}
+# One variable holding every id (a new dict per bind, never mutated): binding a
+# request's ids is one `set`, not one per id, on every request.
+_CONTEXT: ContextVar[Mapping[str, str | None]] = ContextVar(
+    "tachograph_log_context", default=MappingProxyType({})
+)
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _REDACTED = "[redacted]"
 # Values never printed in a log line (API key, hook secrets, signing keys); set at start-up.
 _secrets: tuple[str, ...] = ()
 
 
-def bind_log_context(**ids: object) -> list[tuple[str, Token[str | None]]]:
+def bind_log_context(**ids: object) -> list[Token[Mapping[str, str | None]]]:
     """Set correlation ids for the current context; returns tokens for `reset_log_context`."""
-    tokens = []
-    for key, value in ids.items():
-        var = _CONTEXT[key]  # KeyError for an unknown id: a programming error
-        tokens.append((key, var.set(None if value is None else str(value))))
-    return tokens
+    unknown = set(ids) - set(_CONTEXT_KEYS)
+    if unknown:
+        raise KeyError(f"unknown log context ids: {sorted(unknown)}")  # a programming error
+    bound = {**_CONTEXT.get(), **{k: None if v is None else str(v) for k, v in ids.items()}}
+    return [_CONTEXT.set(bound)]
 
 
-def reset_log_context(tokens: Iterable[tuple[str, Token[str | None]]]) -> None:
+def reset_log_context(tokens: Iterable[Token[Mapping[str, str | None]]]) -> None:
     """Undo `bind_log_context` (in reverse order)."""
-    for key, token in reversed(list(tokens)):
-        _CONTEXT[key].reset(token)
+    for token in reversed(list(tokens)):
+        _CONTEXT.reset(token)
 
 
 @contextmanager
@@ -56,7 +59,7 @@ def log_context(**ids: object) -> Iterator[None]:
 
 def current_log_context() -> dict[str, str]:
     """The correlation ids bound right now."""
-    return {k: v for k, var in _CONTEXT.items() if (v := var.get()) is not None}
+    return {k: v for k, v in _CONTEXT.get().items() if v is not None}
 
 
 def scrub(text: str) -> str:
@@ -79,10 +82,11 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": scrub(record.getMessage()),
         }
+        bound = _CONTEXT.get()
         for key in _CONTEXT_KEYS:
             value = getattr(record, key, None)
             if value is None:
-                value = _CONTEXT[key].get()
+                value = bound.get(key)
             if value is not None:
                 entry[key] = str(value)
         fields = getattr(record, "fields", None)

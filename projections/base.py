@@ -77,11 +77,25 @@ class Projection:
         self.prefix = prefix
         self.t = {logical: prefix + logical for logical in self.tables}
 
-    def ddl(self) -> list[str]:
+    # Indexes only readers use, never the handlers: a rebuild creates them after its
+    # rows are in (one sort, instead of an index insert per row, which for a random
+    # key touches a different page every time); live tables have them from the start.
+    deferred_indexes: ClassVar[dict[str, list[str]]] = {}
+
+    def ddl(self, *, deferred: bool = True) -> list[str]:
         """CREATE statements for this projection's tables (idempotent)."""
-        return [
+        statements = [
             stmt.format(t=self.t[logical], p=self.prefix)
             for logical, stmts in self.tables.items()
+            for stmt in stmts
+        ]
+        return statements + self.deferred_ddl() if deferred else statements
+
+    def deferred_ddl(self) -> list[str]:
+        """The `deferred_indexes` statements (see there)."""
+        return [
+            stmt.format(t=self.t[logical], p=self.prefix)
+            for logical, stmts in self.deferred_indexes.items()
             for stmt in stmts
         ]
 

@@ -20,10 +20,14 @@ class HookAuditProjection(Projection):
             "at TEXT NOT NULL, position BIGINT NOT NULL, seq INTEGER NOT NULL)",
             "CREATE INDEX IF NOT EXISTS {t}_session ON {t} (session_id, position, seq)",
             "CREATE INDEX IF NOT EXISTS {t}_at ON {t} (at)",
-            "CREATE INDEX IF NOT EXISTS {t}_turn ON {t} (session_id, turn_id, event, outcome)",
         ],
         # Sessions deleted so far: dispatches that arrive for them later are not shown.
         "hook_deleted_sessions": ["CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY)"],
+    }
+    deferred_indexes = {
+        "hook_audit": [
+            "CREATE INDEX IF NOT EXISTS {t}_turn ON {t} (session_id, turn_id, event, outcome)",
+        ]
     }
 
     def __init__(self, prefix: str = "rm_") -> None:

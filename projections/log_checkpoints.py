@@ -64,10 +64,14 @@ class LogChainProjection(Projection):
             "aggregate_id TEXT NOT NULL, version BIGINT NOT NULL, type TEXT NOT NULL, "
             "link TEXT NOT NULL)",
             "CREATE UNIQUE INDEX IF NOT EXISTS {t}_seq ON {t} (seq)",
-            "CREATE INDEX IF NOT EXISTS {t}_key ON {t} (aggregate_id, version)",
             # The ledger is created beside the links but is not one of the projection's
             # tables, so rebuilds never drop, compare or swap it.
             _CHECKPOINTS_DDL,
+        ]
+    }
+    deferred_indexes = {
+        "log_links": [
+            "CREATE INDEX IF NOT EXISTS {t}_key ON {t} (aggregate_id, version)",
         ]
     }
     # A rebuild over an altered log must never replace the chain recorded on arrival:

@@ -37,7 +37,7 @@ def rebuild(
         drop_tables(store, projection)
     with store.transaction() as cur:
         for projection in projections:
-            for stmt in projection.ddl():
+            for stmt in projection.ddl(deferred=False):
                 cur.execute(stmt)
             ensure_tracking_row(cur, tracking[projection.name], reset=True)
     position, total = 0, 0
@@ -46,6 +46,10 @@ def rebuild(
             start=position, limit=batch_size, inclusive_of_start=False
         )
         if not page:
+            with store.transaction() as cur:
+                for projection in projections:
+                    for stmt in projection.deferred_ddl():
+                        cur.execute(stmt)
             return total
         apply_batch(store, projections, [decode(app, n) for n in page], tracking)
         position = page[-1].id

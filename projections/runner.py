@@ -138,7 +138,7 @@ class ProjectionRunner:
         *,
         batch_size: int = 500,
         poll_interval: float = 0.05,
-        linger: float = 0.002,
+        linger: float = 0.005,
     ) -> None:
         self.app = app
         self.store = store

@@ -33,11 +33,15 @@ class SessionsProjection(Projection):
     tables = {
         "sessions": [
             "CREATE TABLE IF NOT EXISTS {t} (" + SESSION_COLUMNS + ")",
-            "CREATE INDEX IF NOT EXISTS {t}_ws ON {t} (workspace_id, position)",
         ],
         "session_messages": [
             "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, messages TEXT NOT NULL)"
         ],
+    }
+    deferred_indexes = {
+        "sessions": [
+            "CREATE INDEX IF NOT EXISTS {t}_ws ON {t} (workspace_id, position)",
+        ]
     }
 
     def __init__(self, prefix: str = "rm_") -> None:

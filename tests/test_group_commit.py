@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import queue
 import threading
+from collections.abc import Callable
 from uuid import UUID, uuid4
 
 import pytest
@@ -92,3 +94,39 @@ def test_store_failure_releases_every_waiter(
     with pytest.raises(ConnectionError):
         committer.record(dispatch(uuid4(), uuid4()))
     committer.close()
+
+
+def test_waiters_sharing_a_deliver_are_resolved_there_once_per_batch(services: Services) -> None:
+    batches: list[int] = []
+    committer = GroupCommitter(services.app, on_batch=batches.append)
+    delivered: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    resolved_in: list[int] = []
+    taken = uuid4()
+    services.app.save(dispatch(taken, uuid4()))
+    futures = []
+    for n in range(200):
+        future = committer.submit(dispatch(taken if n == 7 else uuid4(), uuid4()), delivered.put)
+        future.add_done_callback(lambda _: resolved_in.append(threading.get_ident()))
+        futures.append(future)
+    calls = 0
+    while not all(f.done() for f in futures):
+        # Nothing resolves until this thread runs what the committer delivered.
+        delivered.get(timeout=10)()
+        calls += 1
+    committer.close()
+    assert calls <= len(batches) < 200  # one delivery per batch, and batches did form
+    assert resolved_in == [threading.get_ident()] * 200
+    assert isinstance(futures[7].exception(), IntegrityError)  # the conflict stays its own
+    assert all(f.exception() is None for n, f in enumerate(futures) if n != 7)
+
+
+def test_positions_reported_for_a_batch_are_where_the_log_holds_each_event(
+    services: Services,
+) -> None:
+    app = services.app
+    app.save(dispatch(uuid4(), uuid4()))  # the log does not start empty
+    events = [e for _ in range(50) for e in dispatch(uuid4(), uuid4()).collect_events()]
+    reported = {r.domain_event.originator_id: r.notification.id for r in app.save_events(events)}
+    log = read_events(app, 0, 500)
+    stored = {n.originator_id: n.id for n in log if n.originator_id in reported}
+    assert reported == stored and len(stored) == 50
