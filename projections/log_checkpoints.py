@@ -47,8 +47,10 @@ _CHECKPOINTS_DDL = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Head:
+    """The chain's end within one transaction; advanced in place as events are linked."""
+
     position: int
     seq: int
     link: str
@@ -112,7 +114,7 @@ class LogChainProjection(Projection):
         self._links.append(
             (envelope.position, seq, aggregate_id, envelope.version, envelope.type, link)
         )
-        self._head = (weakref.ref(cur), _Head(envelope.position, seq, link))
+        head.position, head.seq, head.link = envelope.position, seq, link
         if self.records_checkpoints and seq % CHECKPOINT_INTERVAL == 0:
             checkpoint = Checkpoint(seq, envelope.position, link, PERIODIC, recorded_at=_now())
             insert_checkpoint(cur, checkpoint.signed(self.signing_key))

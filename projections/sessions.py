@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from projections.base import Envelope, Projection, handles
@@ -19,6 +20,8 @@ SESSION_COLUMNS = (
 
 
 _COLUMNS = tuple(c.split()[0] for c in SESSION_COLUMNS.split(", "))
+_INSERTED = itemgetter(*_COLUMNS)  # a row's values in column order
+_UPDATED = itemgetter(*_COLUMNS[1:])  # the same without the id
 
 
 class SessionsProjection(Projection):
@@ -156,9 +159,9 @@ class SessionsProjection(Projection):
             if row is None:
                 deletes.append((session_id,))
             elif stored:
-                updates.append((*(row[c] for c in _COLUMNS[1:]), session_id))
+                updates.append((*_UPDATED(row), session_id))
             else:
-                inserts.append(tuple(row[c] for c in _COLUMNS))
+                inserts.append(_INSERTED(row))
         table = self.t["sessions"]
         if deletes:
             cur.executemany(f"DELETE FROM {table} WHERE id = ?", deletes)
