@@ -453,3 +453,40 @@ def test_bad_handler_answers_fail_closed_for_gates(
     assert sent.json()["outcome"] == "deny" and '"bad"' in sent.json()["reason"]
     records = read_after(gateway_client, f"/api/sessions/{session_id}/hooks", sent)["items"]
     assert [(r["handlerId"], r["failure"]) for r in records if r["handlerId"]] == [("bad", failure)]
+
+
+def test_the_fast_path_answers_exactly_as_the_route_does(gateway_client: TestClient) -> None:
+    session_id = new_session(gateway_client)
+    url = f"/api/sessions/{session_id}/events"
+    body = {"event": "PostToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
+    services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
+    calls: list[bool] = []
+    original = services.gateway.start_ingest
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        calls.append("deliver" in kwargs)  # only the fast path hands over its loop
+        return original(*args, **kwargs)
+
+    services.gateway.start_ingest = watched  # type: ignore[method-assign]
+    before = _ingest_count(gateway_client)
+    fast = gateway_client.post(url, json=body)
+    # A query string sends the same request to the FastAPI route instead.
+    routed = gateway_client.post(url, params={"via": "route"}, json=body)
+    assert calls == [True, False]
+    assert fast.status_code == routed.status_code == 200
+    fast_body, routed_body = fast.json(), routed.json()
+    assert fast_body.pop("dispatchId") != routed_body.pop("dispatchId")  # two dispatches
+    assert fast_body == routed_body and fast_body["outcome"] == "pass"
+    assert set(fast.headers) == set(routed.headers)
+    assert int(routed.headers["x-tachograph-position"]) == (
+        int(fast.headers["x-tachograph-position"]) + 1
+    )
+    assert _ingest_count(gateway_client) == before + 2  # both counted under the template
+
+
+def _ingest_count(client: TestClient) -> float:
+    label = 'method="POST",route="/api/sessions/{session_id}/events",status="200"'
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("tachograph_http_requests_total{") and label in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
