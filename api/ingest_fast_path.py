@@ -25,12 +25,13 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 from fastapi import FastAPI
 from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.bootstrap import Services
 from api.deps import actor_label
 from api.input_limits import TEXT_CHECKED, plainly_clean
-from api.routes.hooks import to_ingest
+from api.middleware import replaying
+from api.routes.hooks import APPEND_CONFLICTED, to_ingest
 from api.schemas import LifecycleEvent
 from domain.gateway import IngestResult
 from infra.logs import bind_log_context
@@ -68,14 +69,14 @@ class IngestFastPath:
             return
         first = await receive()
         whole = first["type"] == "http.request" and not first.get("more_body", False)
-        result = await self._try(match.group(1), first.get("body", b"")) if whole else None
+        result = await self._try(scope, match.group(1), first.get("body", b"")) if whole else None
         if result is None:
-            await self.app(scope, _replaying(first, receive), send)
+            await self.app(scope, replaying(first, receive), send)
             return
         scope["route"] = _ROUTE_LABEL  # what the observability middleware labels metrics by
         await _answer(send, result)
 
-    async def _try(self, raw_id: str, body: bytes) -> IngestResult | None:
+    async def _try(self, scope: Scope, raw_id: str, body: bytes) -> IngestResult | None:
         try:
             session_id = UUID(raw_id)
             # The model's text checks walk the whole body; a glance at the bytes can
@@ -98,7 +99,10 @@ class IngestFastPath:
         try:
             return await _in_loop(loop, started)
         except IntegrityError:
-            return None  # a retried eventId: the route answers with the stored decision
+            # A retried eventId: the route answers with the stored decision, without
+            # appending the duplicate a second time.
+            scope[APPEND_CONFLICTED] = True
+            return None
 
 
 def _in_loop(
@@ -138,20 +142,6 @@ def _content_type(scope: Scope) -> bytes | None:
         if name == b"content-type":
             return bytes(value).lower()
     return None
-
-
-def _replaying(first: Message, receive: Receive) -> Receive:
-    """A receive that hands the route the message already read, then the rest."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return first
-        return await receive()
-
-    return replay
 
 
 async def _answer(send: Send, result: IngestResult) -> None:

@@ -58,20 +58,25 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        whole: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, replaying(whole, receive), send)
 
     def _message(self) -> str:
         return f"The request body exceeds {self.max_bytes // 1024} KiB; send less."
+
+
+def replaying(first: Message, receive: Receive) -> Receive:
+    """A receive that hands the app a message already read, then whatever follows."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return first
+        return await receive()
+
+    return replay
 
 
 class ApiKeyMiddleware:

@@ -7,9 +7,9 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
-from eventsourcing.sqlite import SQLiteAggregateRecorder
 
 from domain.application import Tachograph
+from infra.log_scan import aggregate_rows
 
 _ENVELOPE_KEYS = ("timestamp", "originator_id", "originator_version", "originator_topic")
 
@@ -52,25 +52,6 @@ def iter_events(app: Tachograph, after: int = 0, batch: int = 1000) -> Iterator[
 
 def read_stream(app: Tachograph, aggregate_id: UUID) -> list[Notification]:
     """One aggregate's events with their log positions, oldest first."""
-    recorder: Any = app.recorder
-    datastore = recorder.datastore
-    if isinstance(recorder, SQLiteAggregateRecorder):
-        sql = (
-            f"SELECT rowid AS position, originator_version, topic, state "
-            f"FROM {recorder.events_table_name} WHERE originator_id = ? "
-            "ORDER BY originator_version"
-        )
-        params: tuple[Any, ...] = (aggregate_id.hex,)
-    else:
-        sql = (
-            f"SELECT notification_id AS position, originator_version, topic, state "
-            f'FROM "{datastore.schema}"."{recorder.events_table_name}" '
-            "WHERE originator_id = %s ORDER BY originator_version"
-        )
-        params = (aggregate_id,)
-    with datastore.transaction(commit=False) as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
     return [
         Notification(
             id=row["position"],
@@ -79,5 +60,5 @@ def read_stream(app: Tachograph, aggregate_id: UUID) -> list[Notification]:
             topic=row["topic"],
             state=bytes(row["state"]),
         )
-        for row in rows
+        for row in aggregate_rows(app, aggregate_id)
     ]

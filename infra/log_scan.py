@@ -79,11 +79,26 @@ def scan_events(app: Tachograph, upto: int, batch: int = 10_000) -> Iterator[Sto
 def stored_position(app: Tachograph, aggregate_id: str, version: int) -> int | None:
     """Where the log stores one aggregate version now, if anywhere."""
     column = _position_column(app)
-    key: Any = UUID(aggregate_id).hex if _is_sqlite(app) else UUID(aggregate_id)
     rows = _query(
         app,
         f"SELECT {column} AS position FROM {events_table(app)} "
         "WHERE originator_id = ? AND originator_version = ?",
-        (key, version),
+        (_stored_id(app, UUID(aggregate_id)), version),
     )
     return int(rows[0]["position"]) if rows else None
+
+
+def aggregate_rows(app: Tachograph, aggregate_id: UUID) -> list[Any]:
+    """One aggregate's stored rows (position, originator_version, topic, state), in order."""
+    column = _position_column(app)
+    return _query(
+        app,
+        f"SELECT {column} AS position, originator_version, topic, state "
+        f"FROM {events_table(app)} WHERE originator_id = ? ORDER BY originator_version",
+        (_stored_id(app, aggregate_id),),
+    )
+
+
+def _stored_id(app: Tachograph, aggregate_id: UUID) -> Any:
+    # SQLite stores ids as hex text, PostgreSQL as uuid.
+    return aggregate_id.hex if _is_sqlite(app) else aggregate_id

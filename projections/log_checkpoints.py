@@ -134,7 +134,6 @@ class LogChainProjection(Projection):
         # rolled-back batch must not leave a head that was never committed.
         if self._head is not None and self._head[0]() is cur:
             return self._head[1]
-        self._links = []  # a new transaction: unwritten links of a failed one are void
         cur.execute(
             f"SELECT position, seq, link FROM {self.t['log_links']} ORDER BY position DESC LIMIT 1"
         )

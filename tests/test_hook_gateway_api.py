@@ -490,3 +490,25 @@ def _ingest_count(client: TestClient) -> float:
         if line.startswith("tachograph_http_requests_total{") and label in line:
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def test_a_retried_event_is_appended_once_and_answered_from_the_log(
+    gateway_client: TestClient,
+) -> None:
+    session_id = new_session(gateway_client)
+    services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
+    first = post(gateway_client, session_id, event="PostToolUse", eventId="retry-1")
+    attempts: list[object] = []
+    original = services.gateway.start_ingest
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        return original(*args, **kwargs)
+
+    services.gateway.start_ingest = counted  # type: ignore[method-assign]
+    again = post(gateway_client, session_id, event="PostToolUse", eventId="retry-1")
+    assert again.status_code == 200
+    assert again.json() == first.json()  # the stored decision, same dispatch
+    assert len(attempts) == 1  # the duplicate met the group commit once, not again in the route
+    events = gateway_client.get("/api/events", params={"type": "HookDispatch.Created"}).json()
+    assert [e["aggregateId"] for e in events["events"]].count(first.json()["dispatchId"]) == 1
