@@ -13,9 +13,13 @@ from projections.store import Cursor
 F = TypeVar("F", bound=Callable[..., None])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Envelope:
-    """One decoded notification: what every projection handler receives."""
+    """One decoded notification: what every projection handler receives (read-only).
+
+    Not a frozen dataclass: every event of every catch-up and rebuild is wrapped in
+    one, and a frozen dataclass sets each field through `object.__setattr__`.
+    """
 
     position: int
     aggregate_id: UUID
@@ -28,8 +32,30 @@ class Envelope:
     at: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        timestamp: datetime = self.data["timestamp"]
-        object.__setattr__(self, "at", iso(timestamp))
+        self.at = stored_iso(self.state) or iso(self.data["timestamp"])
+
+
+# How the library's JSON transcoder writes an event's timestamp, first in every payload.
+_STAMP_PREFIX = b'{"timestamp":{"_type_":"datetime_iso","_data_":"'
+_STAMP_END = len(_STAMP_PREFIX) + len("2026-01-01T00:00:00.000000")
+_UTC_SUFFIX = b'+00:00"'
+
+
+def stored_iso(state: bytes) -> str | None:
+    """`iso(timestamp)` read straight from the stored payload, or None if not plainly there.
+
+    Parsing the timestamp and formatting it again costs more per event than the rest of
+    decoding an envelope. Only the exact shape `iso` would print is taken: a 4-digit
+    year, microseconds and UTC; anything else (another offset, no microseconds, a
+    compressed payload) returns None and is formatted from the decoded value.
+    """
+    if (
+        state.startswith(_STAMP_PREFIX)
+        and state[_STAMP_END : _STAMP_END + len(_UTC_SUFFIX)] == _UTC_SUFFIX
+        and state[len(_STAMP_PREFIX)] != ord("0")  # years below 1000 print unpadded
+    ):
+        return state[len(_STAMP_PREFIX) : _STAMP_END].decode() + "Z"
+    return None
 
 
 @overload
