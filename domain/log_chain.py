@@ -37,9 +37,7 @@ def chain_link(
 ) -> str:
     """The link of one event: SHA-256 over the previous link, its header and its payload."""
     header = chain_header(position, aggregate_id, version, type_)
-    digest = hashlib.sha256(bytes.fromhex(previous))
-    digest.update(header.encode())
-    digest.update(b"\n")
+    digest = hashlib.sha256(bytes.fromhex(previous) + header.encode() + b"\n")
     digest.update(payload)
     return digest.hexdigest()
 

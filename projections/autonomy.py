@@ -39,7 +39,7 @@ class AutonomySettingsProjection(Projection):
             "fact_retention, self_update, updated_by, position, created_at, updated_at) "
             "VALUES (?,?,?,?,?,?,?,?,?)",
             (
-                str(e.aggregate_id),
+                e.key,
                 False,
                 False,
                 False,
@@ -63,7 +63,7 @@ class AutonomySettingsProjection(Projection):
         assignments = ", ".join(f"{c} = ?" for c in columns)
         cur.execute(
             f"UPDATE {self.t['autonomy_settings']} SET {assignments} WHERE id = ?",
-            (*columns.values(), str(e.aggregate_id)),
+            (*columns.values(), e.key),
         )
 
     @handles("AutonomyGate.Created")
@@ -71,7 +71,7 @@ class AutonomySettingsProjection(Projection):
         cur.execute(
             f"INSERT INTO {self.t['autonomy_gate']} (id, enabled, cycles, position, updated_at) "
             "VALUES (?,?,0,?,?)",
-            (str(e.aggregate_id), False, e.position, e.at),
+            (e.key, False, e.position, e.at),
         )
 
     @handles("AutonomyGate.PolicyChanged")
@@ -95,7 +95,7 @@ class AutonomySettingsProjection(Projection):
         cur.execute(
             f"UPDATE {self.t['autonomy_gate']} SET {assignments}, position = ?, updated_at = ? "
             "WHERE id = ?",
-            (*values, e.position, e.at, str(e.aggregate_id)),
+            (*values, e.position, e.at, e.key),
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar, overload
@@ -28,11 +28,14 @@ class Envelope:
     data: dict[str, Any]
     # The payload bytes exactly as stored, for projections that hash the log itself.
     state: bytes = field(default=b"", repr=False, compare=False)
-    # Formatted once: several projections read it for every event.
+    # Formatted once: several projections read these for every event.
     at: str = field(init=False, repr=False, compare=False)
+    key: str = field(init=False, repr=False, compare=False)  # the id, canonically spelt
 
     def __post_init__(self) -> None:
         self.at = stored_iso(self.state) or iso(self.data["timestamp"])
+        aggregate_id = self.aggregate_id
+        self.key = str(aggregate_id if type(aggregate_id) is UUID else UUID(str(aggregate_id)))
 
 
 # How the library's JSON transcoder writes an event's timestamp, first in every payload.
@@ -102,6 +105,10 @@ class Projection:
         # Live tables are rm_<name>; a rebuild writes the same projection into other names.
         self.prefix = prefix
         self.t = {logical: prefix + logical for logical in self.tables}
+        # Bound once: looking a handler up by name costs more than most handlers' work.
+        self._handlers: dict[str, Callable[[Cursor, Envelope], None]] = {
+            event_type: getattr(self, method) for event_type, method in self._dispatch.items()
+        }
 
     # Indexes only readers use, never the handlers: a rebuild creates them after its
     # rows are in (one sort, instead of an index insert per row, which for a random
@@ -143,8 +150,24 @@ class Projection:
         event-at-a-time processing stay equal.
         """
 
+    # True: the runner hands the batch's envelopes over at once (`apply_all`) rather than
+    # one by one between other projections' handlers. Only for a projection whose
+    # handlers neither read other projections' tables nor are read by them mid-batch.
+    applies_in_bulk: ClassVar[bool] = False
+
+    def apply_all(self, cur: Cursor, envelopes: Sequence[Envelope]) -> None:
+        """Apply envelopes in order (those it reads, beyond its tracked position)."""
+        for envelope in envelopes:
+            self.apply(cur, envelope)
+
+    def handler(self, event_type: str) -> Callable[[Cursor, Envelope], None]:
+        """What applies events of a type it reads: its handler, unless `apply` is overridden."""
+        if type(self).apply is Projection.apply:
+            return self._handlers.get(event_type, self.apply)
+        return self.apply
+
     def apply(self, cur: Cursor, envelope: Envelope) -> None:
         """Apply one event, ignoring types this projection does not read."""
-        method = self._dispatch.get(envelope.type)
-        if method is not None:
-            getattr(self, method)(cur, envelope)
+        handler = self._handlers.get(envelope.type)
+        if handler is not None:
+            handler(cur, envelope)

@@ -56,7 +56,7 @@ class HookAuditProjection(Projection):
             gone = self._gone[session_id] = cur.fetchone() is not None
         if gone:
             return
-        dispatch_id = str(e.aggregate_id)
+        dispatch_id = e.key
         # A dispatch without handlers still shows on the timeline, as one record
         # with no handler, so operators see every event the agent sent.
         runs = d["runs"] or [
@@ -120,7 +120,7 @@ class HookAuditProjection(Projection):
 
     @handles("Session.Deleted")
     def session_deleted(self, cur: Cursor, e: Envelope) -> None:
-        session_id = str(e.aggregate_id)
+        session_id = e.key
         self.end_batch(cur)  # write what came before, then delete it with the rest
         self._gone[session_id] = True
         cur.execute(f"DELETE FROM {self.t['hook_audit']} WHERE session_id = ?", (session_id,))

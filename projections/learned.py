@@ -45,13 +45,13 @@ class LearnedProjection(Projection):
             f"INSERT INTO {self.t['learned_targets']} (id, kind, agent_id, key, "
             "evolution_managed, revision_count, position, created_at, updated_at) "
             "VALUES (?,?,?,?,?,0,?,?,?)",
-            (str(e.aggregate_id), d["kind"], d["agent_id"], d["key"], True, e.position, e.at, e.at),
+            (e.key, d["kind"], d["agent_id"], d["key"], True, e.position, e.at, e.at),
         )
 
     @handles("LearnedTarget.Revised")
     def revised(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
-        target = str(e.aggregate_id)
+        target = e.key
         cur.execute(
             f"SELECT kind, agent_id, key FROM {self.t['learned_targets']} WHERE id = ?", (target,)
         )
@@ -98,7 +98,7 @@ class LearnedProjection(Projection):
         cur.execute(
             f"UPDATE {self.t['learned_targets']} SET content = ?, content_digest = ?, "
             "evolution_managed = ?, updated_at = ? WHERE id = ?",
-            (d["content"], d["content_digest"], False, e.at, str(e.aggregate_id)),
+            (d["content"], d["content_digest"], False, e.at, e.key),
         )
         self._history(cur, e, "user_edit", None, None, None)
 
@@ -107,7 +107,7 @@ class LearnedProjection(Projection):
         cur.execute(
             f"UPDATE {self.t['learned_targets']} SET evolution_managed = ?, updated_at = ? "
             "WHERE id = ?",
-            (True, e.at, str(e.aggregate_id)),
+            (True, e.at, e.key),
         )
         self._history(cur, e, "hand_back", None, None, None)
 
@@ -127,7 +127,7 @@ class LearnedProjection(Projection):
             "VALUES (?,?,?,?,?,?,?,?,?,?)",
             (
                 e.position,
-                str(e.aggregate_id),
+                e.key,
                 change,
                 revision_id,
                 signal_id,

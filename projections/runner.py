@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from eventsourcing.persistence import Notification
 
@@ -103,15 +103,26 @@ def apply_batch(
         last = envelopes[-1].position if envelopes else 0
         for projection in projections:
             projection.begin_batch(cur)
-        # Which projections read each type, worked out once per type, not per event.
-        readers: dict[str, list[Projection]] = {}
+        one_by_one = [p for p in projections if not p.applies_in_bulk]
+        # Which handlers read each type, worked out once per type, not per event.
+        readers: dict[str, list[tuple[int, Callable[[Cursor, Envelope], None]]]] = {}
         for envelope in envelopes:
             wanted = readers.get(envelope.type)
             if wanted is None:
-                wanted = readers[envelope.type] = [p for p in projections if p.reads(envelope.type)]
-            for projection in wanted:
-                if envelope.position > positions[projection.name]:
-                    projection.apply(cur, envelope)
+                wanted = readers[envelope.type] = [
+                    (positions[p.name], p.handler(envelope.type))
+                    for p in one_by_one
+                    if p.reads(envelope.type)
+                ]
+            for after, handler in wanted:
+                if envelope.position > after:
+                    handler(cur, envelope)
+        for projection in projections:
+            if projection.applies_in_bulk:
+                after = positions[projection.name]
+                projection.apply_all(
+                    cur, [e for e in envelopes if e.position > after and projection.reads(e.type)]
+                )
         behind = []
         for projection in projections:
             projection.end_batch(cur)

@@ -39,7 +39,7 @@ class SchedulesProjection(Projection):
             "model, max_attempts, paused, next_run_at, position, created_at, updated_at) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                str(e.aggregate_id),
+                e.key,
                 d["workspace"],
                 d["source"],
                 d["name"],
@@ -80,14 +80,14 @@ class SchedulesProjection(Projection):
 
     @handles("Schedule.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
-        cur.execute(f"DELETE FROM {self.t['schedules']} WHERE id = ?", (str(e.aggregate_id),))
+        cur.execute(f"DELETE FROM {self.t['schedules']} WHERE id = ?", (e.key,))
 
     def _update(self, cur: Cursor, e: Envelope, **columns: Any) -> None:
         columns["updated_at"] = e.at
         assignments = ", ".join(f"{c} = ?" for c in columns)
         cur.execute(
             f"UPDATE {self.t['schedules']} SET {assignments} WHERE id = ?",
-            (*columns.values(), str(e.aggregate_id)),
+            (*columns.values(), e.key),
         )
 
 

@@ -65,7 +65,7 @@ class SessionsProjection(Projection):
     @handles("Session.Created")
     def created(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
-        session_id = str(e.aggregate_id)
+        session_id = e.key
         # A session is created once (the log's version check), so there is no row yet.
         self._stored[session_id] = False
         self._rows[session_id] = {
@@ -106,7 +106,7 @@ class SessionsProjection(Projection):
         self._insert_messages(cur)
         cur.execute(
             f"UPDATE {self.t['session_messages']} SET messages = ? WHERE id = ?",
-            (json.dumps(e.data["messages"], separators=(",", ":")), str(e.aggregate_id)),
+            (json.dumps(e.data["messages"], separators=(",", ":")), e.key),
         )
 
     @handles("HookDispatch.Created")
@@ -136,7 +136,7 @@ class SessionsProjection(Projection):
 
     @handles("Session.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
-        session_id = str(e.aggregate_id)
+        session_id = e.key
         if self._row(cur, session_id) is not None:
             self._rows[session_id] = None
             self._dirty[session_id] = None
@@ -188,7 +188,7 @@ class SessionsProjection(Projection):
     def _update(
         self, cur: Cursor, e: Envelope, session_id: str | None = None, **columns: Any
     ) -> None:
-        session_id = session_id or str(e.aggregate_id)
+        session_id = session_id or e.key
         row = self._row(cur, session_id)
         if row is None:
             return  # as an UPDATE of a missing row: nothing

@@ -33,7 +33,7 @@ class SignalsProjection(Projection):
             "failure, failure_class, session_id, status, attempts, position, created_at, "
             "updated_at) VALUES (?,?,?,?,?,?,?,?,?,'pending',0,?,?,?)",
             (
-                str(e.aggregate_id),
+                e.key,
                 d["agent_id"],
                 d["trace_id"],
                 d["kind"],
@@ -114,7 +114,7 @@ class SignalsProjection(Projection):
         assignments = ", ".join(f"{c} = ?" for c in columns)
         cur.execute(
             f"UPDATE {self.t['signals']} SET {assignments} WHERE id = ?",
-            (*columns.values(), str(e.aggregate_id)),
+            (*columns.values(), e.key),
         )
 
 

@@ -52,7 +52,7 @@ class TasksProjection(Projection):
             "model, schedule_id, parent_task_id, attempt_count, max_attempts, interrupted, "
             "position, created_at, updated_at) VALUES (?,?,?,?,'queued',?,?,?,?,0,?,?,?,?,?)",
             (
-                str(e.aggregate_id),
+                e.key,
                 d["workspace"],
                 d["source"],
                 d["kind"],
@@ -69,7 +69,7 @@ class TasksProjection(Projection):
         )
         cur.execute(
             f"INSERT INTO {self.t['task_prompts']} (id, prompt) VALUES (?, ?)",
-            (str(e.aggregate_id), d["prompt"]),
+            (e.key, d["prompt"]),
         )
 
     @handles("Task.Claimed")
@@ -159,14 +159,14 @@ class TasksProjection(Projection):
     @handles("Task.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
         for table in ("tasks", "task_prompts"):
-            cur.execute(f"DELETE FROM {self.t[table]} WHERE id = ?", (str(e.aggregate_id),))
+            cur.execute(f"DELETE FROM {self.t[table]} WHERE id = ?", (e.key,))
 
     def _update(self, cur: Cursor, e: Envelope, **columns: Any) -> None:
         columns["updated_at"] = e.at
         assignments = ", ".join(f"{c} = ?" for c in columns)
         cur.execute(
             f"UPDATE {self.t['tasks']} SET {assignments} WHERE id = ?",
-            (*columns.values(), str(e.aggregate_id)),
+            (*columns.values(), e.key),
         )
 
 
@@ -210,7 +210,7 @@ class TaskActivityProjection(Projection):
     @handles("Task.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
         cur.execute(
-            f"DELETE FROM {self.t['task_activity']} WHERE task_id = ?", (str(e.aggregate_id),)
+            f"DELETE FROM {self.t['task_activity']} WHERE task_id = ?", (e.key,)
         )
 
 

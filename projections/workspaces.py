@@ -25,7 +25,7 @@ class WorkspacesProjection(Projection):
             "position, created_at, updated_at) VALUES (?,?,?,?,?,?,?)",
             (
                 e.data["slug"],
-                str(e.aggregate_id),
+                e.key,
                 e.data["path"],
                 bool(e.data["self_update"]),
                 e.position,
@@ -39,7 +39,7 @@ class WorkspacesProjection(Projection):
         cur.execute(
             f"UPDATE {self.t['workspaces']} SET self_update = ?, updated_at = ? "
             "WHERE aggregate_id = ?",
-            (bool(e.data["self_update"]), e.at, str(e.aggregate_id)),
+            (bool(e.data["self_update"]), e.at, e.key),
         )
 
 
