@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from domain.application import Tachograph
-from projections.base import Projection
+from projections.base import Envelope, Projection
 from projections.runner import apply_batch, decode, ensure_tracking_row
 from projections.store import ReadStore
 
@@ -40,22 +41,43 @@ def rebuild(
             for stmt in projection.ddl(deferred=False):
                 cur.execute(stmt)
             ensure_tracking_row(cur, tracking[projection.name], reset=True)
-    position, total = 0, 0
-    while True:
-        page = app.recorder.select_notifications(
-            start=position, limit=batch_size, inclusive_of_start=False
-        )
-        if not page:
-            with store.transaction() as cur:
-                for projection in projections:
-                    for stmt in projection.deferred_ddl():
-                        cur.execute(stmt)
-            return total
-        apply_batch(store, projections, [decode(app, n) for n in page], tracking)
-        position = page[-1].id
-        total += len(page)
+    total = 0
+    for envelopes in _pages(app, batch_size, read_ahead=store.dialect == "postgres"):
+        apply_batch(store, projections, envelopes, tracking)
+        total += len(envelopes)
         if progress is not None:
-            progress(len(page))
+            progress(len(envelopes))
+    with store.transaction() as cur:
+        for projection in projections:
+            for stmt in projection.deferred_ddl():
+                cur.execute(stmt)
+    return total
+
+
+def _pages(app: Tachograph, limit: int, *, read_ahead: bool) -> Iterator[list[Envelope]]:
+    """The log's envelopes page by page; with `read_ahead`, each read while the last is used.
+
+    On PostgreSQL both the read and the apply spend much of their time waiting on the
+    server, so overlapping them gains (~10% measured); on SQLite both hold the
+    interpreter lock nearly throughout and a second thread only adds hand-offs.
+    """
+    if not read_ahead:
+        envelopes = _read_page(app, 0, limit)
+        while envelopes:
+            yield envelopes
+            envelopes = _read_page(app, envelopes[-1].position, limit)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="rebuild-read") as reader:
+        envelopes = _read_page(app, 0, limit)
+        while envelopes:
+            ahead = reader.submit(_read_page, app, envelopes[-1].position, limit)
+            yield envelopes
+            envelopes = ahead.result()
+
+
+def _read_page(app: Tachograph, after: int, limit: int) -> list[Envelope]:
+    page = app.recorder.select_notifications(start=after, limit=limit, inclusive_of_start=False)
+    return [decode(app, n) for n in page]
 
 
 def table_digest(store: ReadStore, table: str, exclude: Sequence[str] = ()) -> tuple[int, str]:

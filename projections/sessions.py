@@ -54,7 +54,7 @@ class SessionsProjection(Projection):
         # id -> whether the table holds the row now (before this batch is written).
         self._stored: dict[str, bool] = {}
         self._dirty: dict[str, None] = {}  # ordered set
-        self._new_messages: list[tuple[str]] = []  # message rows of sessions created
+        self._new_messages: list[tuple[str, str]] = []  # message rows of sessions created
 
     def begin_batch(self, cur: Cursor) -> None:
         self._new_messages.clear()
@@ -86,7 +86,7 @@ class SessionsProjection(Projection):
             "updated_at": e.at,
         }
         self._dirty[session_id] = None
-        self._new_messages.append((session_id,))
+        self._new_messages.append((session_id, "[]"))
 
     @handles("Session.Renamed")
     def renamed(self, cur: Cursor, e: Envelope) -> None:
@@ -146,7 +146,8 @@ class SessionsProjection(Projection):
     def _insert_messages(self, cur: Cursor) -> None:
         if self._new_messages:
             cur.executemany(
-                f"INSERT INTO {self.t['session_messages']} (id, messages) VALUES (?, '[]')",
+                # All placeholders: PostgreSQL then takes the rows in one statement.
+                f"INSERT INTO {self.t['session_messages']} (id, messages) VALUES (?, ?)",
                 self._new_messages,
             )
             self._new_messages.clear()

@@ -209,9 +209,7 @@ class TaskActivityProjection(Projection):
 
     @handles("Task.Deleted")
     def deleted(self, cur: Cursor, e: Envelope) -> None:
-        cur.execute(
-            f"DELETE FROM {self.t['task_activity']} WHERE task_id = ?", (e.key,)
-        )
+        cur.execute(f"DELETE FROM {self.t['task_activity']} WHERE task_id = ?", (e.key,))
 
 
 def _at(e: Envelope) -> str | None:

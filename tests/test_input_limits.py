@@ -332,3 +332,19 @@ def test_the_ingest_hot_path_refuses_what_no_store_can_hold(
     )
     assert response.status_code == 422, response.text
     assert head(limits_client) == before
+
+
+def test_a_nul_in_a_bulk_insert_is_stored_as_in_a_single_row(
+    services: Services, settings: Settings
+) -> None:
+    # Projections insert rows in bulk (on PostgreSQL one statement over column arrays):
+    # the NUL rule must hold there too, and leave other values of the column alone.
+    rows = [("a", "plain"), ("b", None), ("c", "left\x00right"), ("d", "\x00")]
+    with services.store.transaction() as cur:
+        cur.execute("CREATE TABLE bulk_nul (id TEXT PRIMARY KEY, body TEXT)")
+        cur.executemany("INSERT INTO bulk_nul (id, body) VALUES (?, ?)", rows)
+    stored = {r["id"]: r["body"] for r in services.store.query("SELECT * FROM bulk_nul")}
+    if settings.database_url is None:
+        assert stored == dict(rows)
+    else:
+        assert stored == {"a": "plain", "b": None, "c": "left\ufffdright", "d": "\ufffd"}
