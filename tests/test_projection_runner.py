@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -144,6 +145,24 @@ def test_waiter_is_released_by_the_runner_commit(services: Services) -> None:
     assert recorded.position is not None
     assert services.runner.wait_for(recorded.position, 2.0)
     assert services.runner.position >= recorded.position
+
+
+def test_a_waiting_reader_cuts_the_runners_linger_short(services: Services) -> None:
+    runner = ProjectionRunner(services.app, services.store, services.projections, linger=60)
+    app = services.app
+    app.create_session("default", "a", "test")
+    second = app.create_session("default", "b", "test").position or 0
+    runner.start()  # its first batch reads both events, so it lingers afterwards
+    try:
+        deadline = time.monotonic() + 10
+        while runner.position < second and time.monotonic() < deadline:
+            time.sleep(0.01)  # watched, not waited for: a waiter would end the linger
+        assert runner.position >= second
+        third = app.create_session("default", "c", "test").position or 0
+        # A 60 s linger would outlast this wait unless the waiting reader ends it.
+        assert runner.wait_for(third, 5.0)
+    finally:
+        runner.stop()
 
 
 @given(
