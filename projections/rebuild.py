@@ -42,15 +42,16 @@ def rebuild(
                 cur.execute(stmt)
             ensure_tracking_row(cur, tracking[projection.name], reset=True)
     total = 0
-    for envelopes in _pages(app, batch_size, read_ahead=store.dialect == "postgres"):
-        apply_batch(store, projections, envelopes, tracking)
-        total += len(envelopes)
-        if progress is not None:
-            progress(len(envelopes))
-    with store.transaction() as cur:
-        for projection in projections:
-            for stmt in projection.deferred_ddl():
-                cur.execute(stmt)
+    with store.bulk_load():
+        for envelopes in _pages(app, batch_size, read_ahead=store.dialect == "postgres"):
+            apply_batch(store, projections, envelopes, tracking)
+            total += len(envelopes)
+            if progress is not None:
+                progress(len(envelopes))
+        with store.transaction() as cur:
+            for projection in projections:
+                for stmt in projection.deferred_ddl():
+                    cur.execute(stmt)
     return total
 
 

