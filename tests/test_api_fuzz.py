@@ -39,8 +39,11 @@ def schemathesis_args(url: str, max_examples: int, seed: int) -> list[str]:
         str(max_examples),
         "--seed",
         str(seed),
+        # One worker: with two, hypothesis describes strategies by parsing their source
+        # in both threads at once, which CPython 3.11 can fail with "SystemError: AST
+        # constructor recursion depth mismatch" (seen in a full run, inside the fuzzer).
         "--workers",
-        "2",
+        "1",
         "--request-timeout",
         "20",
         "--suppress-health-check",
