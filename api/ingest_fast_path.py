@@ -1,15 +1,17 @@
-"""The ingest hot path without the framework's per-request machinery.
+"""The ingest route without the framework's per-request machinery.
 
 `POST /api/sessions/{id}/events` is called on every tool call of every agent, and on
 two cores FastAPI's routing, dependency solving and response handling cost more than
-the group-committed append itself. This innermost middleware answers the common case
-(a known session, a valid body, no handlers to run) directly: the same validation
-model, the same gateway call, the same response bytes and headers as the route.
+the group-committed append itself. This innermost middleware answers ingests for a
+session this process already knows: the same validation model, the same gateway calls,
+the same response bytes and headers as the route. Without handlers the event joins
+the group commit; with handlers to run (or a retried eventId) the gateway's blocking
+path runs in the thread pool, as the route runs it, so the body is never parsed twice.
 
 Everything else falls through, untouched, to the FastAPI route, which stays the one
-documented surface and gives every canonical answer: 422s for bad input, 404s, hook
-handlers, duplicate eventIds. A request that falls through is handled exactly as if
-this middleware were absent, so the fast path can only ever be a shortcut.
+documented surface and gives every other canonical answer: 422s for bad input, 404s,
+and the first event of a session this process has not seen yet. A request that falls
+through is handled exactly as if this middleware were absent.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 from fastapi import FastAPI
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.bootstrap import Services
 from api.deps import actor_label
 from api.input_limits import TEXT_CHECKED, plainly_clean
 from api.middleware import replaying
-from api.routes.hooks import APPEND_CONFLICTED, to_ingest
+from api.routes.hooks import to_ingest
 from api.schemas import LifecycleEvent
 from domain.gateway import IngestResult
 from infra.logs import bind_log_context
@@ -69,14 +72,14 @@ class IngestFastPath:
             return
         first = await receive()
         whole = first["type"] == "http.request" and not first.get("more_body", False)
-        result = await self._try(scope, match.group(1), first.get("body", b"")) if whole else None
+        result = await self._try(match.group(1), first.get("body", b"")) if whole else None
         if result is None:
             await self.app(scope, replaying(first, receive), send)
             return
         scope["route"] = _ROUTE_LABEL  # what the observability middleware labels metrics by
         await _answer(send, result)
 
-    async def _try(self, scope: Scope, raw_id: str, body: bytes) -> IngestResult | None:
+    async def _try(self, raw_id: str, body: bytes) -> IngestResult | None:
         try:
             session_id = UUID(raw_id)
             # The model's text checks walk the whole body; a glance at the bytes can
@@ -86,23 +89,26 @@ class IngestFastPath:
         except (ValueError, ValidationError):
             return None  # the route answers with the canonical 422
         services: Services = self.fastapi_app.state.services
+        gateway = services.gateway
+        if not gateway.knows_session(session_id):
+            return None  # the route looks the session up (or answers 404)
+        bind_log_context(session_id=session_id)  # reset by the observability middleware
         loop = asyncio.get_running_loop()
-        started = services.gateway.start_ingest(
+        actor = actor_label(services)
+        event = to_ingest(payload)
+        started = gateway.start_ingest(
             session_id,
-            to_ingest(payload),
-            actor=actor_label(services),
+            event,
+            actor=actor,
             deliver=loop.call_soon_threadsafe,  # one wake-up of this loop per batch
         )
-        if started is None:
-            return None  # unknown session or handlers to run: the route's blocking path
-        bind_log_context(session_id=session_id)  # reset by the observability middleware
-        try:
-            return await _in_loop(loop, started)
-        except IntegrityError:
-            # A retried eventId: the route answers with the stored decision, without
-            # appending the duplicate a second time.
-            scope[APPEND_CONFLICTED] = True
-            return None
+        if started is not None:
+            try:
+                return await _in_loop(loop, started)
+            except IntegrityError:
+                pass  # a retried eventId: the blocking path answers with the stored decision
+        # Handlers to run, or a retried eventId: the route's blocking path, run as it runs it.
+        return await run_in_threadpool(gateway.ingest, session_id, event, actor=actor)
 
 
 def _in_loop(

@@ -125,6 +125,10 @@ class HookGateway:
         # deleted by another replica may still take events here; the read models drop them.
         self._known_sessions: set[UUID] = set()
 
+    def knows_session(self, session_id: UUID) -> bool:
+        """Whether this process has seen the session live (accepted without a lookup)."""
+        return session_id in self._known_sessions
+
     def require_session(self, session_id: UUID) -> None:
         """Raise NotFound unless the session exists and is live."""
         if session_id in self._known_sessions:

@@ -21,10 +21,6 @@ from projections.sessions import session_exists
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"])
 
-# ASGI scope key: this request's event already conflicted in the group commit (a
-# retried eventId), so the blocking path answers with the stored decision at once.
-APPEND_CONFLICTED = "tachograph.append_conflicted"
-
 
 def to_ingest(body: LifecycleEvent) -> IngestEvent:
     return IngestEvent(
@@ -66,12 +62,7 @@ async def ingest_event(session_id: UUID, body: LifecycleEvent, request: Request)
     actor = actor_label(services)
     gateway = services.gateway
     event = to_ingest(body)
-    # Skipped when the fast path in front already tried the group commit and conflicted.
-    started = (
-        None
-        if request.scope.get(APPEND_CONFLICTED)
-        else gateway.start_ingest(session_id, event, actor=actor)
-    )
+    started = gateway.start_ingest(session_id, event, actor=actor)
     result: IngestResult | None = None
     if started is not None:
         try:
