@@ -49,20 +49,16 @@ class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
                 + ",".join(["(?,?,?,?)"] * len(rows)),
                 list(chain.from_iterable(rows)),
             )
-        c.execute(
-            f"SELECT last_insert_rowid(), (SELECT rowid FROM {self.events_table_name} "
-            "WHERE originator_id = ? AND originator_version = ?)",
-            params[0][:2],
+        position = (
+            f"SELECT rowid FROM {self.events_table_name} "
+            "WHERE originator_id = ? AND originator_version = ?"
         )
+        c.execute(f"SELECT last_insert_rowid(), ({position})", params[0][:2])
         last, first = (int(v) for v in c.fetchone())
         if last - first + 1 == len(params):
             return list(range(first, last + 1))
-        return [self._position(c, p) for p in params]
-
-    def _position(self, c: SQLiteCursor, row: tuple[Any, ...]) -> int:
-        c.execute(
-            f"SELECT rowid FROM {self.events_table_name} "
-            "WHERE originator_id = ? AND originator_version = ?",
-            row[:2],
-        )
-        return int(c.fetchone()[0])
+        positions = []
+        for row in params:
+            c.execute(position, row[:2])
+            positions.append(int(c.fetchone()[0]))
+        return positions

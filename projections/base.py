@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar, overload
 from uuid import UUID
 
+from domain.log_chain import canonical_id
 from projections.store import Cursor
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -34,8 +35,7 @@ class Envelope:
 
     def __post_init__(self) -> None:
         self.at = stored_iso(self.state) or iso(self.data["timestamp"])
-        aggregate_id = self.aggregate_id
-        self.key = str(aggregate_id if type(aggregate_id) is UUID else UUID(str(aggregate_id)))
+        self.key = canonical_id(self.aggregate_id)
 
 
 # How the library's JSON transcoder writes an event's timestamp, first in every payload.
