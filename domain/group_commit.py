@@ -3,7 +3,10 @@
 A single writer thread takes everything queued and saves it with one
 `Application.save()` (one transaction, one fdatasync / one table lock). While that
 commit is in flight new requests queue up and form the next batch, so batching
-grows with load and adds no delay to a lone request. A conflict fails a whole
+grows with load and adds no delay to a lone request. A blocking caller that finds no
+commit in flight leads: it commits on its own thread, taking along whatever is
+queued, and saves the two thread hand-offs through the writer (each of which can
+wait for the interpreter lock behind a busy thread). A conflict fails a whole
 `save()`, so a failed batch is split: each aggregate is saved alone and each
 caller gets its own result or its own error. Callers are answered only after
 their events are durable.
@@ -53,11 +56,26 @@ class GroupCommitter:
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # Held by whoever is committing (writer thread or a leading caller): one
+        # transaction at a time, so batches keep forming behind the one in flight.
+        self._committing = threading.Lock()
         self._closed = False
 
     def record(self, aggregate: Aggregate) -> int:
         """Append the aggregate's pending events; return its last log position."""
-        return self.submit(aggregate).result()
+        if self._closed:
+            raise RuntimeError("group committer is closed")
+        if not self._committing.acquire(blocking=False):
+            return self.submit(aggregate).result()
+        try:
+            pending = _Pending(aggregate.id, list(aggregate.collect_events()))
+            queued = self._drain(self.max_batch - 1)
+            if queued and queued[-1] is None:
+                self._queue.put(queued.pop())  # the writer's stop marker: hand it back
+            self._commit([pending, *(p for p in queued if p is not None)])
+        finally:
+            self._committing.release()
+        return pending.result.result()
 
     def submit(self, aggregate: Aggregate, deliver: Deliver | None = None) -> Future[int]:
         """Queue the aggregate's pending events; the future resolves once they are durable.
@@ -95,20 +113,25 @@ class GroupCommitter:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
-            stop = False
-            while len(batch) < self.max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-            self._commit(batch)
+            with self._committing:
+                batch = [first, *self._drain(self.max_batch - 1)]
+                stop = batch[-1] is None
+                self._commit([p for p in batch if p is not None])
             if stop:
                 return
+
+    def _drain(self, limit: int) -> list[_Pending | None]:
+        """Up to `limit` queued items without waiting; a stop marker ends the list."""
+        items: list[_Pending | None] = []
+        while len(items) < limit:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            items.append(item)
+            if item is None:
+                break
+        return items
 
     def _commit(self, batch: list[_Pending]) -> None:
         self._on_batch(len(batch))

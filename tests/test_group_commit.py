@@ -130,3 +130,18 @@ def test_positions_reported_for_a_batch_are_where_the_log_holds_each_event(
     log = read_events(app, 0, 500)
     stored = {n.originator_id: n.id for n in log if n.originator_id in reported}
     assert reported == stored and len(stored) == 50
+
+
+def test_a_lone_blocking_caller_commits_on_its_own_thread(services: Services) -> None:
+    committed_on: list[int] = []
+    committer = GroupCommitter(
+        services.app, on_batch=lambda size: committed_on.append(threading.get_ident())
+    )
+    dispatch_id = uuid4()
+    position = committer.record(dispatch(dispatch_id, uuid4()))
+    committer.close()
+    # No hand-off to the writer thread and back: the caller led its own commit.
+    assert committed_on == [threading.get_ident()]
+    assert [n.id for n in read_stream(services.app, dispatch_id)] == [position]
+    with pytest.raises(RuntimeError):
+        committer.record(dispatch(uuid4(), uuid4()))
