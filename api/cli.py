@@ -42,7 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings()
     configure_logging(settings.log_level, _secrets_of(settings))
-    app = create_app(settings)
+    app = create_app(settings, long_lived=True)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -56,7 +56,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from api.bootstrap import build_services
+    from api.bootstrap import build_services, freeze_startup_heap
     from infra.logs import configure_logging
 
     settings = _settings()
@@ -70,6 +70,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     services.start()
+    freeze_startup_heap()
     print("tachograph worker started", file=sys.stderr, flush=True)
     stop.wait()
     services.stop()
