@@ -1,0 +1,69 @@
+"""`tachograph bench --quick` runs end to end and reports every SPEC §12 figure beside its baseline.
+
+Correctness of the report, not speed: the figures themselves vary with the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import PG_URL
+
+
+def test_quick_bench_reports_each_figure_beside_its_baseline(
+    store_kind: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "bench.json"
+    ran = subprocess.run(
+        [sys.executable, "-m", "api.cli", "bench", "--quick", "--store", store_kind]
+        + ["--out", str(out)],
+        env={**os.environ, "TACHOGRAPH_BENCH_DATABASE_URL": PG_URL},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["quick"] is True and list(result["stores"]) == [store_kind]
+    figures = result["stores"][store_kind]
+    assert set(figures) == {"ingest", "hook_gateway", "read_your_writes", "task_board", "rebuild"}
+    for name, figure in figures.items():
+        assert figure["workload"], name  # every figure states its workload size
+        assert name in ran.stdout  # and is printed as it is measured
+
+    ingest = figures["ingest"]
+    assert ingest["errors"] == 0 and ingest["acknowledged"] > 0
+    assert ingest["stored"] >= ingest["acknowledged"]  # every acknowledged event is in the log
+    assert ingest["ratio_vs_bare"] == pytest.approx(
+        ingest["events_per_s"] / ingest["bare_endpoint_per_s"]
+    )
+    assert ingest["ratio_vs_raw_insert"] == pytest.approx(
+        ingest["events_per_s"] / ingest["raw_insert_per_s"]
+    )
+    assert 0 < ingest["serve_peak_rss_mb"] < 4096
+
+    gateway = figures["hook_gateway"]
+    for series in (gateway["gateway"], gateway["handler_direct"]):
+        assert 0 < series["p50_ms"] <= series["p99_ms"]
+    assert gateway["overhead_p99_ms"] == pytest.approx(
+        gateway["gateway"]["p99_ms"] - gateway["handler_direct"]["p99_ms"]
+    )
+
+    ryw = figures["read_your_writes"]
+    assert ryw["visible_after_ack_median_ms"] > 0 and ryw["plain_get_median_ms"] > 0
+
+    board = figures["task_board"]
+    assert board["ratio"] == pytest.approx(board["median_ms"] / board["no_activity_median_ms"])
+
+    rebuild = figures["rebuild"]
+    assert len(rebuild["rounds"]["rebuild_events_per_s"]) == 3
+    assert len(rebuild["rounds"]["decode_scan_events_per_s"]) == 3
+    assert rebuild["ratio"] == pytest.approx(
+        rebuild["rebuild_events_per_s"] / rebuild["decode_scan_events_per_s"]
+    )
