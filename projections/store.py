@@ -156,8 +156,10 @@ class SQLiteReadStore(ReadStore):
 
 
 class _PGCursor(Cursor):
-    def __init__(self, cur: psycopg.Cursor[dict[str, Any]]) -> None:
+    def __init__(self, cur: psycopg.Cursor[dict[str, Any]], *, copy: bool = False) -> None:
         self._cur = cur
+        # Bulk loading (a rebuild): plain multi-row inserts go in with COPY.
+        self._copy = copy
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._cur.execute(_pg(sql), _pg_params(params))
@@ -171,6 +173,16 @@ class _PGCursor(Cursor):
         # row: psycopg spends ~20 µs of Python on each statement it pipelines, and a
         # multi-row VALUES list is re-parsed every time (too long for its query cache).
         table, columns, tail = insert
+        if self._copy and not tail.strip():
+            # COPY formats rows in C and the server skips unnest's arrays: per 5,000
+            # rows about half the wall time and three quarters of the client CPU of the
+            # array form (measured; a 100k-event rebuild ran ~6% faster). Not allowed in
+            # pipeline mode, nor with ON CONFLICT.
+            clean = "\x00" not in "".join([v for r in rows for v in r if isinstance(v, str)])
+            with self._cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row if clean else _pg_params(row))
+            return
         types = self._column_types(table)
         # %b: arrays go over in binary, which psycopg dumps far faster than as text.
         arrays = ", ".join(f"%b::{types[c]}[]" for c in columns)
@@ -279,21 +291,32 @@ class PostgresReadStore(ReadStore):
             check=ConnectionPool.check_connection,
             open=True,
         )
+        self._bulk = threading.local()
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        self._bulk.on = True
+        try:
+            yield
+        finally:
+            self._bulk.on = False
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Cursor]:
         probe = self.breaker.enter() if self.breaker is not None else False
         error: BaseException | None = None
+        bulk = write and getattr(self._bulk, "on", False)
         try:
             with (
                 self.pool.connection() as conn,
                 # Pipeline mode: projection batches are mostly writes, which then go out
                 # without a network round trip each (a fetch still syncs when needed).
-                conn.pipeline() if write else nullcontext(),
+                # Bulk loads use COPY instead, which pipeline mode does not allow.
+                conn.pipeline() if write and not bulk else nullcontext(),
                 conn.transaction(),
                 conn.cursor(row_factory=dict_row) as cur,
             ):
-                yield _PGCursor(cur)
+                yield _PGCursor(cur, copy=bulk)
         except BaseException as exc:
             error = exc
             raise
