@@ -156,8 +156,15 @@ class SQLiteReadStore(ReadStore):
 
 
 class _PGCursor(Cursor):
-    def __init__(self, cur: psycopg.Cursor[dict[str, Any]], *, copy: bool = False) -> None:
+    def __init__(
+        self,
+        cur: psycopg.Cursor[dict[str, Any]],
+        *,
+        copy: bool = False,
+        pipeline: psycopg.Pipeline | None = None,
+    ) -> None:
         self._cur = cur
+        self._pipeline = pipeline
         # Bulk loading (a rebuild): plain multi-row inserts go in with COPY.
         self._copy = copy
 
@@ -204,10 +211,21 @@ class _PGCursor(Cursor):
         return types
 
     def fetchone(self) -> dict[str, Any] | None:
+        self._synced()
         return self._cur.fetchone()
 
     def fetchall(self) -> list[dict[str, Any]]:
+        self._synced()
         return self._cur.fetchall()
+
+    def _synced(self) -> None:
+        # In pipeline mode psycopg fetches a result only for a cursor that has none yet;
+        # when an earlier statement's result had already arrived (read while sending),
+        # a fetch returned that one ("the last operation didn't produce records:
+        # DELETE 0", seen about once in three task-board fills). Syncing first hands
+        # every pending result to its cursor, so this one ends on its latest statement.
+        if self._pipeline is not None:
+            self._pipeline.sync()
 
     @property
     def rowcount(self) -> int:
@@ -312,11 +330,11 @@ class PostgresReadStore(ReadStore):
                 # Pipeline mode: projection batches are mostly writes, which then go out
                 # without a network round trip each (a fetch still syncs when needed).
                 # Bulk loads use COPY instead, which pipeline mode does not allow.
-                conn.pipeline() if write and not bulk else nullcontext(),
+                conn.pipeline() if write and not bulk else nullcontext() as pipeline,
                 conn.transaction(),
                 conn.cursor(row_factory=dict_row) as cur,
             ):
-                yield _PGCursor(cur, copy=bulk)
+                yield _PGCursor(cur, copy=bulk, pipeline=pipeline)
         except BaseException as exc:
             error = exc
             raise
