@@ -15,6 +15,7 @@ from domain.gateway import HookGateway
 from domain.group_commit import GroupCommitter
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
+from infra.pool_check import ping_when_stale
 from infra.settings import Settings
 from projections.base import Projection
 from projections.hook_audit import honoured_stop_continues
@@ -94,6 +95,7 @@ def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
         settings.database_schema,
         max_size=2 * settings.database_pool_size,
         breaker=breaker,
+        check=ping_when_stale,
     )
 
 

@@ -9,6 +9,7 @@ import psycopg
 from psycopg_pool.base import AttemptWithBackoff
 
 from domain.application import Tachograph
+from infra.pool_check import ping_when_stale
 from infra.settings import Settings
 
 # Any constant works; it only has to be the same in every process sharing the database.
@@ -81,6 +82,11 @@ def steady_pool_reconnects() -> None:
 
 def open_application(settings: Settings) -> Tachograph:
     """Construct the Application, creating its tables idempotently."""
-    if settings.database_url is not None:
-        steady_pool_reconnects()
-    return Tachograph(env=application_env(settings))
+    if settings.database_url is None:
+        return Tachograph(env=application_env(settings))
+    steady_pool_reconnects()
+    app = Tachograph(env=application_env(settings))
+    # POSTGRES_PRE_PING installs psycopg_pool's ping-every-checkout; the library offers
+    # no other check, so it is swapped on the pool it built (see infra/pool_check.py).
+    app.recorder.datastore.pool._check = ping_when_stale  # type: ignore[attr-defined]
+    return app

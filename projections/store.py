@@ -10,7 +10,7 @@ import re
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -290,7 +290,13 @@ class PostgresReadStore(ReadStore):
     dialect = "postgres"
 
     def __init__(
-        self, conninfo: str, schema: str, *, max_size: int = 10, breaker: Any = None
+        self,
+        conninfo: str,
+        schema: str,
+        *,
+        max_size: int = 10,
+        breaker: Any = None,
+        check: Callable[[Any], None] | None = None,
     ) -> None:
         self.schema = schema
         # Shared with the event store (infra/pg_recorder.py): one database, one verdict on
@@ -306,7 +312,7 @@ class PostgresReadStore(ReadStore):
                 "connect_timeout": 2,
             },
             timeout=2,
-            check=ConnectionPool.check_connection,
+            check=check or ConnectionPool.check_connection,
             open=True,
         )
         self._bulk = threading.local()
