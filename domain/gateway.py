@@ -16,7 +16,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.application import Recorded, Tachograph
 from domain.errors import NotFound
-from domain.group_commit import Deliver
+from domain.group_commit import Deliver, Submit
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     DispatchRequest,
@@ -26,7 +26,7 @@ from domain.hook_dispatch import (
     redact_tool_input,
     run_dispatch,
 )
-from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
+from domain.hook_dispatch_record import HookDispatch, creation_event, dispatch_id_for
 from domain.ids import PROJECT_NAMESPACE
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class HookGateway:
         session_known: Callable[[UUID], bool],
         stop_continues: Callable[[UUID, str | None], int],
         record: Callable[[HookDispatch], int | None] | None = None,
-        submit: Callable[[HookDispatch, Deliver | None], Future[int]] | None = None,
+        submit: Submit | None = None,
         on_dispatch: Callable[[str, DispatchResult], None] | None = None,
     ) -> None:
         self.app = app
@@ -204,9 +204,9 @@ class HookGateway:
             stored = self._stored(dispatch_id)
             if stored is not None:
                 return stored
-        record, decided = self._decide(session_id, ev, dispatch_id, handlers, actor, annotate)
+        fields, decided = self._decide(session_id, ev, dispatch_id, handlers, actor, annotate)
         try:
-            position = self._record(record)
+            position = self._record(HookDispatch(**fields))
         except IntegrityError:
             stored = self._stored(dispatch_id)
             if stored is not None:
@@ -233,7 +233,7 @@ class HookGateway:
         if self.config.handlers_for(ev.event, self._match_subject(ev)):
             return None
         dispatch_id = dispatch_id_for(ev.event_id)
-        record, decided = self._decide(session_id, ev, dispatch_id, [], actor, None)
+        fields, decided = self._decide(session_id, ev, dispatch_id, [], actor, None)
         outcome: Future[IngestResult] = Future()
 
         def settle(appended: Future[int]) -> None:
@@ -246,7 +246,8 @@ class HookGateway:
                 log.error("hook dispatch could not be recorded: %s", exc)
                 outcome.set_result(decided)
 
-        self._submit(record, deliver).add_done_callback(settle)
+        events = [creation_event(**fields)]
+        self._submit(dispatch_id, events, deliver).add_done_callback(settle)
         return outcome
 
     def _decide(
@@ -257,7 +258,8 @@ class HookGateway:
         handlers: list[HookHandler],
         actor: str,
         annotate: Callable[[dict[str, Any]], str | None] | None,
-    ) -> tuple[HookDispatch, IngestResult]:
+    ) -> tuple[dict[str, Any], IngestResult]:
+        """The decision, and the fields of the HookDispatch that records it."""
         tool_input = redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools)
         tool_response = redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools)
         if handlers:
@@ -293,7 +295,7 @@ class HookGateway:
             recorded=False,
         )
         note = annotate(decided.decision()) if annotate is not None else None
-        record = HookDispatch(
+        fields = dict(
             dispatch_id=dispatch_id,
             session_id=session_id,
             event_name=ev.event,
@@ -328,7 +330,7 @@ class HookGateway:
             note=note,
             actor=actor,
         )
-        return record, decided
+        return fields, decided
 
     def _stored(self, dispatch_id: UUID) -> IngestResult | None:
         try:

@@ -29,6 +29,8 @@ from domain.application import Tachograph
 
 # Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
 Deliver = Callable[[Callable[[], None]], object]
+# `GroupCommitter.submit_events`: one aggregate's new events in, a future of its position out.
+Submit = Callable[[UUID, list[DomainEventProtocol[UUID]], Deliver | None], Future[int]]
 
 
 @dataclass
@@ -78,14 +80,23 @@ class GroupCommitter:
         return pending.result.result()
 
     def submit(self, aggregate: Aggregate, deliver: Deliver | None = None) -> Future[int]:
-        """Queue the aggregate's pending events; the future resolves once they are durable.
+        """Queue the aggregate's pending events; see `submit_events`."""
+        return self.submit_events(aggregate.id, list(aggregate.collect_events()), deliver)
+
+    def submit_events(
+        self,
+        aggregate_id: UUID,
+        events: list[DomainEventProtocol[UUID]],
+        deliver: Deliver | None = None,
+    ) -> Future[int]:
+        """Queue one aggregate's new events; the future resolves once they are durable.
 
         With `deliver`, the future is resolved through it (in the caller's thread), and
         every future of a batch that shares one `deliver` is resolved by a single call:
         an event loop then wakes once per batch, not once per request.
         """
         self._ensure_started()
-        pending = _Pending(aggregate.id, list(aggregate.collect_events()), deliver)
+        pending = _Pending(aggregate_id, events, deliver)
         self._queue.put(pending)
         return pending.result
 

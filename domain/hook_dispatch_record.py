@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import event
+from eventsourcing.domain import DomainEventProtocol, event
+from eventsourcing.utils import get_topic
 
 from domain.base import TachographAggregate
 from domain.ids import random_id, stable_id
@@ -64,3 +65,25 @@ class HookDispatch(TachographAggregate):
         self.replacement = replacement
         self.runs = runs
         self.note = note
+
+
+_AGGREGATE_TOPIC = get_topic(HookDispatch)
+
+
+def creation_event(**fields: Any) -> DomainEventProtocol[UUID]:
+    """The Created event `HookDispatch(**fields)` would record, without the aggregate.
+
+    What `BaseAggregate._create` builds (same class, topic, id, version and timestamp
+    rule), minus its generic argument handling and the aggregate object nobody reads:
+    the hot ingest path only appends the event, and this is ~30 us of the event loop's
+    time per ingest less. tests/test_hook_dispatch_record.py holds the two equal.
+    """
+    created = HookDispatch.Created
+    event: DomainEventProtocol[UUID] = created(
+        originator_topic=_AGGREGATE_TOPIC,
+        originator_id=HookDispatch.create_id(**fields),
+        originator_version=HookDispatch.INITIAL_VERSION,
+        timestamp=created.create_timestamp(),
+        **fields,
+    )
+    return event
