@@ -104,19 +104,16 @@ class HookAuditProjection(Projection):
         self._uncapped.clear()
 
     def _cap(self, cur: Cursor, session_id: str) -> None:
+        # One statement, no fetch: in a pipelined PostgreSQL batch a fetch is a round trip.
+        # With fewer than AUDIT_CAP rows the subquery is empty, the comparison NULL, and
+        # nothing is deleted.
         table = self.t["hook_audit"]
         cur.execute(
+            f"DELETE FROM {table} WHERE session_id = ? AND (position, seq) < ("
             f"SELECT position, seq FROM {table} WHERE session_id = ? "
-            "ORDER BY position DESC, seq DESC LIMIT 1 OFFSET ?",
-            (session_id, AUDIT_CAP - 1),
+            "ORDER BY position DESC, seq DESC LIMIT 1 OFFSET ?)",
+            (session_id, session_id, AUDIT_CAP - 1),
         )
-        oldest_kept = cur.fetchone()
-        if oldest_kept is not None:
-            cur.execute(
-                f"DELETE FROM {table} WHERE session_id = ? AND "
-                "(position < ? OR (position = ? AND seq < ?))",
-                (session_id, oldest_kept["position"], oldest_kept["position"], oldest_kept["seq"]),
-            )
 
     @handles("Session.Deleted")
     def session_deleted(self, cur: Cursor, e: Envelope) -> None:
