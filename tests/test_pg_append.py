@@ -70,7 +70,8 @@ def test_an_append_notifies_listeners(recorder: Any) -> None:
         listener.execute(f'LISTEN "{recorder.channel_name}"')
         recorder.insert_events([stored()])
         received = list(listener.notifies(timeout=5, stop_after=1))
-    assert [n.channel for n in received] == [recorder.channel_name]
+    # The channel is per database, not per schema: other writers may notify it too.
+    assert recorder.channel_name in {n.channel for n in received}
 
 
 def _terminate(pid: int) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from api.audit import verify_log
 from api.bootstrap import Services
+from infra.pg_append import AppendFunction
 from projections.log_checkpoints import LINKS_TABLE
 
 
@@ -21,18 +22,30 @@ def test_held_writer_transaction_is_projected_exactly_once(
     recorder: Any = services.app.recorder
     inserted, release = threading.Event(), threading.Event()
     held_ids: list[int] = []
-    fetch_ids = recorder._fetch_ids_after_insert_events
+    append = recorder._append_function
 
-    def hold_after_insert(curs: Any, stored_events: Any, **kwargs: Any) -> Any:
-        ids = fetch_ids(curs, stored_events, **kwargs)
-        if threading.current_thread().name == "held-writer":
-            # Rows inserted and numbered, transaction still open: the late commit.
-            held_ids.extend(ids)
-            inserted.set()
-            release.wait(10)
-        return ids
+    class HoldingAppend(AppendFunction):
+        def __call__(self, stored_events: Any) -> list[int]:
+            if threading.current_thread().name != "held-writer":
+                return append(stored_events)
+            # The append's statement inside a transaction held open: rows inserted and
+            # numbered, table lock taken, commit late.
+            with recorder.datastore.get_connection() as conn:
+                conn.execute("BEGIN")
+                columns = [
+                    [e.originator_id for e in stored_events],
+                    [e.originator_version for e in stored_events],
+                    [e.topic for e in stored_events],
+                    [e.state for e in stored_events],
+                ]
+                rows = conn.execute(append.call, columns).fetchall()
+                held_ids.extend(row["notification_id"] for row in rows)
+                inserted.set()
+                release.wait(10)
+                conn.execute("COMMIT")
+            return list(held_ids)
 
-    monkeypatch.setattr(recorder, "_fetch_ids_after_insert_events", hold_after_insert)
+    monkeypatch.setitem(recorder.__dict__, "_append_function_", HoldingAppend(recorder))
     held = threading.Thread(
         target=lambda: services.app.create_session("default", "held", "test"), name="held-writer"
     )
