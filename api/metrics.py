@@ -107,10 +107,19 @@ def event_label(event: str) -> str:
     return event if event in _KNOWN_EVENTS else "other"
 
 
+# labels() takes a lock and builds a key on every call; the few (event, outcome)
+# series are looked up once. Bounded: event_label folds unknown names into "other".
+_DISPATCH_SERIES: dict[tuple[str, str], Any] = {}
+
+
 def observe_dispatch(event: str, result: DispatchResult) -> None:
     """Gateway callback: one decided dispatch and each of its handler runs."""
     label = event_label(event)
-    HOOK_DISPATCHES.labels(label, result.outcome).inc()
+    key = (label, result.outcome)
+    series = _DISPATCH_SERIES.get(key)
+    if series is None:
+        series = _DISPATCH_SERIES[key] = HOOK_DISPATCHES.labels(label, result.outcome)
+    series.inc()
     for run in result.runs:
         HOOK_HANDLER_RUNS.labels(label, run.handler_id, run.outcome, run.failure or "").inc()
         HOOK_HANDLER_LATENCY.labels(label, run.handler_id).observe(run.duration_ms / 1000)

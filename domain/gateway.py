@@ -68,6 +68,23 @@ class IngestResult:
     recorded: bool
     duplicate: bool = False
 
+    def recorded_at(self, position: int) -> IngestResult:
+        """This decision, durably recorded at `position`.
+
+        `dataclasses.replace` without its field introspection: this runs once per
+        ingest on the event loop.
+        """
+        return IngestResult(
+            self.dispatch_id,
+            self.outcome,
+            self.reason,
+            self.additional_context,
+            self.replacement,
+            position,
+            True,
+            self.duplicate,
+        )
+
     def decision(self) -> dict[str, Any]:
         """Wire shape of SPEC §6.3: absent optional fields are left out."""
         body: dict[str, Any] = {"outcome": self.outcome}
@@ -239,7 +256,7 @@ class HookGateway:
         def settle(appended: Future[int]) -> None:
             exc = appended.exception()
             if exc is None:
-                outcome.set_result(replace(decided, position=appended.result(), recorded=True))
+                outcome.set_result(decided.recorded_at(appended.result()))
             elif isinstance(exc, IntegrityError):
                 outcome.set_exception(exc)
             else:
