@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.bootstrap import Services, build_services
+from infra.event_store import open_application, schema_lock
 from infra.settings import DatabaseURL, Settings
 from tests.support import PG_URL
 
@@ -59,3 +61,14 @@ def client(settings: Settings) -> Iterator[TestClient]:
     app = create_app(settings)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def recorder(settings: Settings) -> Iterator[Any]:
+    """The event store's application recorder alone (no services, no projections)."""
+    with schema_lock(settings):
+        app = open_application(settings)
+    try:
+        yield app.recorder
+    finally:
+        app.close()

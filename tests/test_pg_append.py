@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -14,22 +13,10 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from psycopg_pool import ConnectionPool
 
 import infra.pool_check
-from infra.event_store import open_application, schema_lock
 from infra.pool_check import ping_when_stale
-from infra.settings import Settings
 from tests.support import PG_URL
 
 TOPIC = "tests:Event"
-
-
-@pytest.fixture
-def recorder(settings: Settings) -> Iterator[Any]:
-    with schema_lock(settings):
-        app = open_application(settings)
-    try:
-        yield app.recorder
-    finally:
-        app.close()
 
 
 def stored(originator_id: uuid.UUID | None = None, version: int = 1) -> StoredEvent:

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from infra.event_store import open_application
-from infra.settings import Settings
 from infra.sqlite_recorder import ROWS_PER_STATEMENT
 
 TOPIC = "tests:Event"
-
-
-@pytest.fixture
-def recorder(settings: Settings) -> Iterator[Any]:
-    app = open_application(settings)
-    try:
-        yield app.recorder
-    finally:
-        app.close()
 
 
 def stored(originator_id: uuid.UUID | None = None, version: int = 1) -> StoredEvent:
