@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid5
@@ -68,11 +68,11 @@ class IngestResult:
     recorded: bool
     duplicate: bool = False
 
-    def recorded_at(self, position: int) -> IngestResult:
+    def recorded_at(self, position: int | None) -> IngestResult:
         """This decision, durably recorded at `position`.
 
-        `dataclasses.replace` without its field introspection: this runs once per
-        ingest on the event loop.
+        `dataclasses.replace` without its field introspection: on the hot ingest path
+        this runs once per event on the event loop.
         """
         return IngestResult(
             self.dispatch_id,
@@ -233,7 +233,7 @@ class HookGateway:
             log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
             return decided
         self._known_sessions.add(session_id)
-        return replace(decided, position=position, recorded=True)
+        return decided.recorded_at(position)
 
     def start_ingest(
         self, session_id: UUID, ev: IngestEvent, *, actor: str, deliver: Deliver | None = None

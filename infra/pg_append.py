@@ -61,15 +61,20 @@ class AppendFunction:
             curs.execute("SELECT pg_advisory_xact_lock(%s)", (_INSTALL_LOCK_KEY,))
             curs.execute(self.create)
 
-    def __call__(self, stored_events: Sequence[StoredEvent]) -> list[int]:
-        if not stored_events:
-            return []
-        columns = (
+    @staticmethod
+    def columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
+        """The function's four arguments: one array per column."""
+        return (
             [e.originator_id for e in stored_events],
             [e.originator_version for e in stored_events],
             [e.topic for e in stored_events],
             [e.state for e in stored_events],
         )
+
+    def __call__(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        if not stored_events:
+            return []
+        columns = self.columns(stored_events)
         # The datastore's context turns psycopg errors into the library's (IntegrityError...).
         with self.datastore.get_connection() as conn:
             rows = conn.execute(self.call, columns, prepare=True).fetchall()

@@ -66,15 +66,7 @@ class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             0 < count <= ROWS_PER_STATEMENT
         ):
             return super().insert_events(stored_events, **kwargs)
-        params = chain.from_iterable(
-            (
-                s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
-                s.originator_version,
-                s.topic,
-                s.state,
-            )
-            for s in stored_events
-        )
+        params = chain.from_iterable(map(_row, stored_events))
         statement = f"INSERT INTO {self.events_table_name} VALUES " + ",".join(
             ["(?,?,?,?)"] * count
         )
@@ -93,15 +85,7 @@ class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         if len(stored_events) < 2:
             return super()._insert_events(c, stored_events, **kwargs)
-        params = [
-            (
-                s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
-                s.originator_version,
-                s.topic,
-                s.state,
-            )
-            for s in stored_events
-        ]
+        params = [_row(s) for s in stored_events]
         # Above ROWS_PER_STATEMENT events, inside the library's transaction: chunks of
         # ROWS_PER_STATEMENT rows, positions derived and checked. The insert comes
         # first: a read first would take a shared lock and turn a concurrent writer's
@@ -126,6 +110,16 @@ class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             c.execute(position, row[:2])
             positions.append(int(c.fetchone()[0]))
         return positions
+
+
+def _row(s: StoredEvent) -> tuple[Any, ...]:
+    """A stored event as the events table's columns, ids spelt as the library spells them."""
+    return (
+        s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
+        s.originator_version,
+        s.topic,
+        s.state,
+    )
 
 
 @contextmanager

@@ -32,13 +32,7 @@ def test_held_writer_transaction_is_projected_exactly_once(
             # numbered, table lock taken, commit late.
             with recorder.datastore.get_connection() as conn:
                 conn.execute("BEGIN")
-                columns = [
-                    [e.originator_id for e in stored_events],
-                    [e.originator_version for e in stored_events],
-                    [e.topic for e in stored_events],
-                    [e.state for e in stored_events],
-                ]
-                rows = conn.execute(append.call, columns).fetchall()
+                rows = conn.execute(append.call, append.columns(stored_events)).fetchall()
                 held_ids.extend(row["notification_id"] for row in rows)
                 inserted.set()
                 release.wait(10)
