@@ -130,7 +130,7 @@ def build_services(settings: Settings) -> Services:
         session_known=lambda sid: session_exists(store, str(sid)),
         stop_continues=lambda sid, turn: _settled_stop_continues(app, runner, store, sid, turn),
         record=committer.record,
-        submit=committer.submit_events,
+        submit=committer.enqueue,
         on_dispatch=observe_dispatch,
     )
     app.ensure_default_workspace(".")

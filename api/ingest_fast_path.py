@@ -16,12 +16,8 @@ through is handled exactly as if this middleware were absent.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
-from collections.abc import Awaitable
-from concurrent.futures import Future
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -34,7 +30,7 @@ from api.bootstrap import Services
 from api.deps import actor_label
 from api.input_limits import TEXT_CHECKED, plainly_clean
 from api.middleware import replaying
-from api.routes.hooks import to_ingest
+from api.routes.hooks import start_in_loop, to_ingest
 from api.schemas import LifecycleEvent
 from domain.gateway import IngestResult
 from infra.logs import bind_log_context
@@ -93,54 +89,16 @@ class IngestFastPath:
         if not gateway.knows_session(session_id):
             return None  # the route looks the session up (or answers 404)
         bind_log_context(session_id=session_id)  # reset by the observability middleware
-        loop = asyncio.get_running_loop()
         actor = actor_label(services)
         event = to_ingest(payload)
-        started = gateway.start_ingest(
-            session_id,
-            event,
-            actor=actor,
-            deliver=loop.call_soon_threadsafe,  # one wake-up of this loop per batch
-        )
+        started = start_in_loop(gateway, session_id, event, actor, wake_once_per_batch=True)
         if started is not None:
             try:
-                return await _in_loop(loop, started)
+                return await started
             except IntegrityError:
                 pass  # a retried eventId: the blocking path answers with the stored decision
         # Handlers to run, or a retried eventId: the route's blocking path, run as it runs it.
         return await run_in_threadpool(gateway.ingest, session_id, event, actor=actor)
-
-
-def _in_loop(
-    loop: asyncio.AbstractEventLoop, started: Future[IngestResult]
-) -> Awaitable[IngestResult]:
-    """Await a future that is resolved in this loop's thread (it was given `deliver`).
-
-    `asyncio.wrap_future` would schedule every result through `call_soon_threadsafe`
-    again; here the result is copied over directly when it arrives on the loop's own
-    thread, and handed over thread-safely only if it ever arrives anywhere else.
-    """
-    waiter: asyncio.Future[IngestResult] = loop.create_future()
-    loop_thread = threading.get_ident()
-
-    def copy(done: Future[IngestResult]) -> None:
-        if threading.get_ident() == loop_thread:
-            _copy(done, waiter)
-        else:
-            loop.call_soon_threadsafe(_copy, done, waiter)
-
-    started.add_done_callback(copy)
-    return waiter
-
-
-def _copy(source: Future[IngestResult], waiter: asyncio.Future[IngestResult]) -> None:
-    if waiter.done():
-        return  # the request was cancelled (client gone)
-    error = source.exception()
-    if error is not None:
-        waiter.set_exception(error)
-    else:
-        waiter.set_result(source.result())
 
 
 def _content_type(scope: Scope) -> bytes | None:

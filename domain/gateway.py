@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -236,36 +235,39 @@ class HookGateway:
         return decided.recorded_at(position)
 
     def start_ingest(
-        self, session_id: UUID, ev: IngestEvent, *, actor: str, deliver: Deliver | None = None
-    ) -> Future[IngestResult] | None:
-        """Begin an ingest that needs no blocking I/O; None when it needs `ingest` instead.
+        self,
+        session_id: UUID,
+        ev: IngestEvent,
+        *,
+        actor: str,
+        reply: Callable[[IngestResult | IntegrityError], None],
+        deliver: Deliver | None = None,
+    ) -> bool:
+        """Begin an ingest that needs no blocking I/O; False when it needs `ingest` instead.
 
-        The hot path: a known session and no matching handlers. The returned future
-        resolves once the dispatch is durable (through `deliver`, when given: see
-        `GroupCommitter.submit`). A duplicate eventId resolves it with IntegrityError,
-        so the caller takes the blocking path, which answers with the stored decision.
+        The hot path: a known session and no matching handlers. `reply` gets the
+        result once the dispatch is durable (through `deliver`, when given: see
+        `GroupCommitter.enqueue`). A duplicate eventId gets it an IntegrityError, so
+        the caller takes the blocking path, which answers with the stored decision.
         """
         if self._submit is None or session_id not in self._known_sessions:
-            return None
+            return False
         if self.config.handlers_for(ev.event, self._match_subject(ev)):
-            return None
+            return False
         dispatch_id = dispatch_id_for(ev.event_id)
         fields, decided = self._decide(session_id, ev, dispatch_id, [], actor, None)
-        outcome: Future[IngestResult] = Future()
 
-        def settle(appended: Future[int]) -> None:
-            exc = appended.exception()
-            if exc is None:
-                outcome.set_result(decided.recorded_at(appended.result()))
-            elif isinstance(exc, IntegrityError):
-                outcome.set_exception(exc)
+        def settle(outcome: int | BaseException) -> None:
+            if isinstance(outcome, int):
+                reply(decided.recorded_at(outcome))
+            elif isinstance(outcome, IntegrityError):
+                reply(outcome)
             else:
-                log.error("hook dispatch could not be recorded: %s", exc)
-                outcome.set_result(decided)
+                log.error("hook dispatch could not be recorded: %s", outcome)
+                reply(decided)
 
-        events = [creation_event(**fields)]
-        self._submit(dispatch_id, events, deliver).add_done_callback(settle)
-        return outcome
+        self._submit(dispatch_id, [creation_event(**fields)], settle, deliver)
+        return True
 
     def _decide(
         self,

@@ -14,11 +14,11 @@ their events are durable.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from functools import partial
 from uuid import UUID
 
@@ -27,19 +27,33 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
 
+log = logging.getLogger(__name__)
+
 # Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
 Deliver = Callable[[Callable[[], None]], object]
-# `GroupCommitter.submit_events`: one aggregate's new events in, a future of its position out.
-Submit = Callable[[UUID, list[DomainEventProtocol[UUID]], Deliver | None], Future[int]]
+# Told the outcome of one aggregate's append: its last log position, or the error.
+Done = Callable[[int | BaseException], None]
+# `GroupCommitter.enqueue`: one aggregate's new events in, `done` called once durable.
+Submit = Callable[[UUID, list[DomainEventProtocol[UUID]], Done, Deliver | None], None]
 
 
-@dataclass
 class _Pending:
-    aggregate_id: UUID
-    # Collected up front: a failed save() would otherwise have consumed them.
-    events: list[DomainEventProtocol[UUID]]
-    deliver: Deliver | None = None
-    result: Future[int] = field(default_factory=Future)
+    # A plain slotted class, not a dataclass with a Future: one is built per ingest
+    # on the event loop, where a Future's Condition alone cost more than the rest.
+    __slots__ = ("aggregate_id", "events", "done", "deliver")
+
+    def __init__(
+        self,
+        aggregate_id: UUID,
+        events: list[DomainEventProtocol[UUID]],
+        done: Done,
+        deliver: Deliver | None = None,
+    ) -> None:
+        self.aggregate_id = aggregate_id
+        # Collected up front: a failed save() would otherwise have consumed them.
+        self.events = events
+        self.done = done
+        self.deliver = deliver
 
 
 class GroupCommitter:
@@ -69,15 +83,16 @@ class GroupCommitter:
             raise RuntimeError("group committer is closed")
         if not self._committing.acquire(blocking=False):
             return self.submit(aggregate).result()
+        appended: Future[int] = Future()
         try:
-            pending = _Pending(aggregate.id, list(aggregate.collect_events()))
+            pending = _Pending(aggregate.id, list(aggregate.collect_events()), _resolver(appended))
             queued = self._drain(self.max_batch - 1)
             if queued and queued[-1] is None:
                 self._queue.put(queued.pop())  # the writer's stop marker: hand it back
             self._commit([pending, *(p for p in queued if p is not None)])
         finally:
             self._committing.release()
-        return pending.result.result()
+        return appended.result()
 
     def submit(self, aggregate: Aggregate, deliver: Deliver | None = None) -> Future[int]:
         """Queue the aggregate's pending events; see `submit_events`."""
@@ -89,16 +104,26 @@ class GroupCommitter:
         events: list[DomainEventProtocol[UUID]],
         deliver: Deliver | None = None,
     ) -> Future[int]:
-        """Queue one aggregate's new events; the future resolves once they are durable.
+        """Queue one aggregate's new events; the future resolves once they are durable."""
+        appended: Future[int] = Future()
+        self.enqueue(aggregate_id, events, _resolver(appended), deliver)
+        return appended
 
-        With `deliver`, the future is resolved through it (in the caller's thread), and
-        every future of a batch that shares one `deliver` is resolved by a single call:
-        an event loop then wakes once per batch, not once per request.
+    def enqueue(
+        self,
+        aggregate_id: UUID,
+        events: list[DomainEventProtocol[UUID]],
+        done: Done,
+        deliver: Deliver | None = None,
+    ) -> None:
+        """Queue one aggregate's new events; `done` gets the position once they are durable.
+
+        `done` is called in the writer's thread, or through `deliver` (in the caller's
+        thread) when given; every `done` of a batch that shares one `deliver` is called
+        by a single delivery: an event loop then wakes once per batch, not per request.
         """
         self._ensure_started()
-        pending = _Pending(aggregate_id, events, deliver)
-        self._queue.put(pending)
-        return pending.result
+        self._queue.put(_Pending(aggregate_id, events, done, deliver))
 
     def close(self) -> None:
         """Finish queued work, then stop the writer (idempotent)."""
@@ -191,11 +216,21 @@ class GroupCommitter:
         return positions
 
 
+def _resolver(future: Future[int]) -> Done:
+    def resolve(outcome: int | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    return resolve
+
+
 def _settle(pending: _Pending, outcome: int | BaseException) -> None:
-    if isinstance(outcome, BaseException):
-        pending.result.set_exception(outcome)
-    else:
-        pending.result.set_result(outcome)
+    try:
+        pending.done(outcome)
+    except Exception:  # noqa: BLE001 - one caller's callback must not cost the others theirs
+        log.exception("group commit callback failed")
 
 
 def _settle_all(group: list[tuple[_Pending, int | BaseException]]) -> None:

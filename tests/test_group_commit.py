@@ -120,6 +120,32 @@ def test_waiters_sharing_a_deliver_are_resolved_there_once_per_batch(services: S
     assert all(f.exception() is None for n, f in enumerate(futures) if n != 7)
 
 
+def test_a_failing_callback_costs_no_other_caller_its_answer(services: Services) -> None:
+    committer = GroupCommitter(services.app)
+    delivered: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    answers: dict[int, int | BaseException] = {}
+    ids = [uuid4() for _ in range(20)]
+
+    def answer(n: int) -> Callable[[int | BaseException], None]:
+        def done(outcome: int | BaseException) -> None:
+            answers[n] = outcome
+            if n == 3:
+                raise ValueError("a broken caller")
+
+        return done
+
+    for n, dispatch_id in enumerate(ids):
+        events = list(dispatch(dispatch_id, uuid4()).collect_events())
+        committer.enqueue(dispatch_id, events, answer(n), delivered.put)
+    while len(answers) < len(ids):
+        delivered.get(timeout=10)()
+    # The writer survived the broken callback: it still commits and answers.
+    assert committer.record(dispatch(uuid4(), uuid4())) > 0
+    committer.close()
+    for n, dispatch_id in enumerate(ids):
+        assert answers[n] == read_stream(services.app, dispatch_id)[0].id
+
+
 def test_positions_reported_for_a_batch_are_where_the_log_holds_each_event(
     services: Services,
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from contextlib import suppress
 from typing import Any, Literal
 from uuid import UUID
 
@@ -15,7 +17,7 @@ from api.bootstrap import Services
 from api.deps import Consistent, ServicesDep, actor_label
 from api.schemas import LifecycleEvent
 from domain.errors import NotFound
-from domain.gateway import IngestEvent, IngestResult
+from domain.gateway import HookGateway, IngestEvent, IngestResult
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
 
@@ -41,6 +43,43 @@ def to_ingest(body: LifecycleEvent) -> IngestEvent:
     )
 
 
+def start_in_loop(
+    gateway: HookGateway,
+    session_id: UUID,
+    event: IngestEvent,
+    actor: str,
+    *,
+    wake_once_per_batch: bool = False,
+) -> asyncio.Future[IngestResult] | None:
+    """The gateway's non-blocking ingest as a future of this event loop; None if it blocks.
+
+    The gateway's reply is set on the future directly when it arrives in the loop's
+    thread (with `wake_once_per_batch`, the group commit delivers there, one wake-up
+    per batch) and handed over thread-safely when it arrives anywhere else. A retried
+    eventId fails the future with IntegrityError.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[IngestResult] = loop.create_future()
+    loop_thread = threading.get_ident()
+
+    def reply(outcome: IngestResult | IntegrityError) -> None:
+        if threading.get_ident() != loop_thread:
+            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(reply, outcome)
+            return
+        if waiter.done():
+            return  # the request was cancelled (client gone)
+        if isinstance(outcome, IntegrityError):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+
+    deliver = loop.call_soon_threadsafe if wake_once_per_batch else None
+    if not gateway.start_ingest(session_id, event, actor=actor, reply=reply, deliver=deliver):
+        return None
+    return waiter
+
+
 def acknowledge(response: Response, result: IngestResult) -> None:
     """Hook routes answer once the decision is durable: position header, no projection wait."""
     if result.position is not None:
@@ -62,11 +101,11 @@ async def ingest_event(session_id: UUID, body: LifecycleEvent, request: Request)
     actor = actor_label(services)
     gateway = services.gateway
     event = to_ingest(body)
-    started = gateway.start_ingest(session_id, event, actor=actor)
+    started = start_in_loop(gateway, session_id, event, actor)
     result: IngestResult | None = None
     if started is not None:
         try:
-            result = await asyncio.wrap_future(started)
+            result = await started
         except IntegrityError:
             result = None  # a retried eventId: the blocking path returns the stored decision
     if result is None:
