@@ -42,6 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings()
     configure_logging(settings.log_level, _secrets_of(settings))
+    _pin_cpu(settings.serve_cpu)
     app = create_app(settings, long_lived=True)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
@@ -49,6 +50,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: None)
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
+
+
+def _pin_cpu(setting: str) -> None:
+    """Pin serve's threads to one CPU before it starts any (infra/cpu_affinity.py)."""
+    import logging
+    import os
+
+    from infra.cpu_affinity import allowed_cpus, choose_cpu, pin_to
+
+    allowed = allowed_cpus()
+    cpu = choose_cpu(setting, allowed, os.getpid()) if allowed is not None else None
+    if cpu is not None:
+        pin_to(cpu)
+        logging.getLogger("tachograph").info(
+            "serving on CPU %d (TACHOGRAPH_SERVE_CPU=all to leave it to the OS)", cpu
+        )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

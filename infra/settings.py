@@ -15,6 +15,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from domain.hook_config import HookConfig, HookConfigError, parse_hook_config
 from domain.reflection import ReflectorConfigError, parse_reflector_config
+from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 
 
 class SettingsError(ValueError):
@@ -84,6 +85,8 @@ class Settings:
     # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
     log_level: str = "INFO"
     access_log: bool = False
+    # `serve`'s CPU: `auto` (one of the allowed CPUs), `all` (no pinning) or a CPU number.
+    serve_cpu: str = "auto"
     # How long a read (or a command) waits for the read models to reach a position.
     read_wait_s: float = 5.0
     # Secrets named by hook handlers' secretEnv, captured at start-up.
@@ -176,6 +179,7 @@ class Settings:
                 "TACHOGRAPH_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
             ),
             access_log=get.flag("TACHOGRAPH_ACCESS_LOG"),
+            serve_cpu=get.cpu("TACHOGRAPH_SERVE_CPU"),
             secrets=secrets,
         )
 
@@ -219,6 +223,15 @@ class _Reader:
         if raw not in allowed:
             raise SettingsError(f"{name}: expected one of {', '.join(allowed)}, got {raw!r}")
         return raw.upper()
+
+    def cpu(self, name: str) -> str:
+        raw = (self.text(name) or AUTO).lower()
+        if raw not in (AUTO, ALL) and not raw.isdigit():
+            raise SettingsError(f"{name}: expected auto, all or a CPU number, got {raw!r}")
+        allowed = allowed_cpus()
+        if raw.isdigit() and allowed is not None and int(raw) not in allowed:
+            raise SettingsError(f"{name}: CPU {raw} is not one this process may use")
+        return raw
 
     def cron(self, name: str, default: str) -> str:
         raw = self.text(name) or default
