@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
@@ -37,18 +37,25 @@ from infra.settings import Settings
 
 
 def create_app(
-    settings: Settings, services: Services | None = None, *, long_lived: bool = False
+    settings: Settings,
+    services: Services | None = None,
+    *,
+    long_lived: bool = False,
+    on_started: Callable[[Services], None] | None = None,
 ) -> FastAPI:
     """Build the app; background work starts in the lifespan and stops with it.
 
     `long_lived`: the app is this process's whole life (`tachograph serve`), so what
     start-up built is frozen out of garbage collection (see freeze_startup_heap).
+    `on_started` runs once the services' threads are up (serve places them on CPUs).
     """
     services = services or build_services(settings)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         services.start()
+        if on_started is not None:
+            on_started(services)
         if long_lived:
             freeze_startup_heap()
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings()
     configure_logging(settings.log_level, _secrets_of(settings))
-    _pin_cpu(settings.serve_cpu)
-    app = create_app(settings, long_lived=True)
+    placed = _pin_cpu(settings.serve_cpu)
+    app = create_app(settings, long_lived=True, on_started=placed)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -52,20 +52,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pin_cpu(setting: str) -> None:
-    """Pin serve's threads to one CPU before it starts any (infra/cpu_affinity.py)."""
+def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
+    """Pin serve's threads to one CPU before it starts any (infra/cpu_affinity.py).
+
+    Returns what to run once the services are up: it lets the projection runner use
+    every CPU again (its SQLite or PostgreSQL work then overlaps the requests).
+    """
     import logging
     import os
 
-    from infra.cpu_affinity import allowed_cpus, choose_cpu, pin_to
+    from infra.cpu_affinity import allowed_cpus, choose_cpu, free_thread, pin_to
 
     allowed = allowed_cpus()
     cpu = choose_cpu(setting, allowed, os.getpid()) if allowed is not None else None
-    if cpu is not None:
-        pin_to(cpu)
-        logging.getLogger("tachograph").info(
-            "serving on CPU %d (TACHOGRAPH_SERVE_CPU=all to leave it to the OS)", cpu
-        )
+    if cpu is None or allowed is None:
+        return None
+    pin_to(cpu)
+    logging.getLogger("tachograph").info(
+        "serving on CPU %d, projections on any (TACHOGRAPH_SERVE_CPU=all: all on any)", cpu
+    )
+
+    def free_runner(services: Any) -> None:
+        thread_id = services.runner.native_thread_id
+        if thread_id is not None:
+            free_thread(thread_id, allowed)
+
+    return free_runner
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

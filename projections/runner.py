@@ -170,6 +170,12 @@ class ProjectionRunner:
         """Lowest position every live projection has processed."""
         return self._position
 
+    @property
+    def native_thread_id(self) -> int | None:
+        """The OS id of the runner's thread while it runs (for CPU placement)."""
+        thread = self._thread
+        return thread.native_id if thread is not None else None
+
     def positions(self) -> dict[str, int]:
         """Tracked position per projection, read from the store."""
         rows = self.store.query("SELECT name, position FROM projection_tracking")
