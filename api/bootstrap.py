@@ -5,9 +5,11 @@ from __future__ import annotations
 import gc
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from uuid import UUID
 
 from apscheduler.triggers.interval import IntervalTrigger
+from eventsourcing.persistence import Recording
 
 from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
@@ -119,7 +121,7 @@ def build_services(settings: Settings) -> Services:
         ensure_schema(store, projections)
     runner = ProjectionRunner(app, store, projections)
     app.on_commit = runner.wake
-    app.on_recorded = observe_recorded
+    app.on_recorded = partial(_recorded, runner)
     transport = HttpxHookTransport(settings.secrets)
     committer = GroupCommitter(app, on_batch=observe_batch)
     gateway = HookGateway(
@@ -155,6 +157,12 @@ def build_services(settings: Settings) -> Services:
         committer=committer,
         autonomy=autonomy,
     )
+
+
+def _recorded(runner: ProjectionRunner, recordings: list[Recording[UUID]]) -> None:
+    """Every durable save of this process: counted, and handed to the runner."""
+    observe_recorded(recordings)
+    runner.offer(r.notification for r in recordings)
 
 
 def freeze_startup_heap() -> None:

@@ -164,6 +164,10 @@ class ProjectionRunner:
         self._thread: threading.Thread | None = None
         self._position = 0
         self.last_error: str | None = None
+        # Notifications this process appended, by position: the runner applies them
+        # without reading them back from the log (see `offer`).
+        self._offered: dict[int, Notification] = {}
+        self._offered_lock = threading.Lock()
 
     @property
     def position(self) -> int:
@@ -204,9 +208,28 @@ class ProjectionRunner:
         """Tell the runner the log grew (called right after an in-process commit)."""
         self._wake.set()
 
+    def offer(self, notifications: Iterable[Notification]) -> None:
+        """Hand over notifications this process has just durably appended.
+
+        The next batch starting right after the runner's position takes the unbroken
+        run of offered positions that follows it instead of reading the log; anything
+        else (a gap: another process's events, a rolled-back id) is read from the log
+        as before, so what is applied, and in which order, is the same either way.
+        Bounded: while the runner lags far behind, offers are dropped and read later.
+        """
+        with self._offered_lock:
+            room = self._OFFER_LIMIT - len(self._offered)
+            for notification in notifications:
+                if room <= 0:
+                    break
+                self._offered[notification.id] = notification
+                room -= 1
+
+    _OFFER_LIMIT = 4096
+
     def run_once(self) -> int:
         """Apply one batch; return the number of notifications read."""
-        notifications = self.app.recorder.select_notifications(
+        notifications = self._take_offered() or self.app.recorder.select_notifications(
             start=self._position, limit=self.batch_size, inclusive_of_start=False
         )
         if not notifications:
@@ -217,6 +240,26 @@ class ProjectionRunner:
         positions = apply_batch(self.store, self.projections, envelopes)
         self._advance(min(positions.values(), default=0))
         return len(notifications)
+
+    def _take_offered(self) -> list[Notification]:
+        """The offered run of positions right after the runner's; forgets older ones."""
+        with self._offered_lock:
+            offered = self._offered
+            if not offered:
+                return []
+            run: list[Notification] = []
+            position = self._position + 1
+            while len(run) < self.batch_size:
+                notification = offered.pop(position, None)
+                if notification is None:
+                    break
+                run.append(notification)
+                position += 1
+            if not run:
+                # Applied from the log meanwhile (or another process's turn): drop those.
+                for stale in [p for p in offered if p <= self._position]:
+                    del offered[stale]
+            return run
 
     def catch_up(self) -> None:
         """Apply everything in the log now (used at start and by tests)."""

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from api.bootstrap import Services
 from domain.application import Tachograph
 from domain.gateway import IngestEvent
+from infra.log_reader import read_events
 from projections.base import Envelope, Projection, iso, stored_iso
 from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections
@@ -123,6 +124,53 @@ def test_two_runners_on_one_store_never_double_apply(services: Services) -> None
         b.run_once()
     a.catch_up()
     b.catch_up()
+    assert_live_equals_rebuild(services)
+
+
+def _reads_of(runner_app: Tachograph) -> list[tuple[int, int]]:
+    """(start, notifications found) of every read of the log from now on."""
+    reads: list[tuple[int, int]] = []
+    original = runner_app.recorder.select_notifications
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        found = original(*args, **kwargs)
+        reads.append((kwargs["start"], len(found)))
+        return found
+
+    runner_app.recorder.select_notifications = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_offered_notifications_are_applied_unread_and_gaps_read_from_the_log(
+    services: Services,
+) -> None:
+    make_history(services, sessions=12)
+    log = read_events(services.app, 0, 100_000)
+    gap = log[len(log) // 2].id  # as if another process had appended it
+    offered = {n.id for n in log} - {gap}
+    runner = ProjectionRunner(services.app, services.store, services.projections, batch_size=50)
+    reads = _reads_of(services.app)
+    runner.offer(n for n in log if n.id in offered)
+    runner.catch_up()
+    found = [start for start, count in reads if count]
+    # The log was read only where the offered run broke off, at the gap first.
+    assert found and found[0] == gap - 1
+    assert all(start + 1 not in offered for start in found)
+    assert_live_equals_rebuild(services)
+    # Offered again, already applied: exactly once, nothing changes.
+    runner.offer(log)
+    assert runner.run_once() == 0
+    assert_live_equals_rebuild(services)
+
+
+def test_this_process_offers_what_it_appends_to_its_runner(services: Services) -> None:
+    services.runner.catch_up()
+    reads = _reads_of(services.app)
+    session_id = services.app.create_session("default", "offered", "test").aggregate_id
+    services.gateway.ingest(session_id, IngestEvent("PostToolUse"), actor="test")
+    while services.runner.run_once():
+        pass
+    assert [count for _, count in reads if count] == []  # nothing read back
     assert_live_equals_rebuild(services)
 
 
