@@ -150,6 +150,7 @@ class ProjectionRunner:
         batch_size: int = 500,
         poll_interval: float = 0.05,
         linger: float = 0.02,
+        answer_grace: float = 0.0,
     ) -> None:
         self.app = app
         self.store = store
@@ -157,6 +158,9 @@ class ProjectionRunner:
         self.batch_size = batch_size
         self.poll_interval = poll_interval
         self.linger = linger
+        # Set by the HTTP layer (see `answered`); 0 applies an in-process commit at once.
+        self.answer_grace = answer_grace
+        self._answered = threading.Event()
         self._cond = threading.Condition()
         self._wake = threading.Event()
         self._hurry = threading.Event()  # a reader waits for a position: stop lingering
@@ -199,6 +203,7 @@ class ProjectionRunner:
         """Stop after the batch in progress commits."""
         self._stopping.set()
         self._hurry.set()
+        self._answered.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -226,6 +231,17 @@ class ProjectionRunner:
                 room -= 1
 
     _OFFER_LIMIT = 4096
+
+    def answered(self) -> None:
+        """An answer has gone out: a batch held back for it (`answer_grace`) may go now.
+
+        The runner and the request that caused a commit want the interpreter lock at the
+        same moment, the runner to apply the event and the event loop to send the answer;
+        applying first delayed the answer. With `answer_grace` the runner, woken by an
+        in-process commit, waits for the next answer (or the grace, or a reader waiting
+        for a position, which never waits for it) before it applies.
+        """
+        self._answered.set()
 
     def run_once(self) -> int:
         """Apply one batch; return the number of notifications read."""
@@ -273,6 +289,7 @@ class ProjectionRunner:
             return True
         deadline = time.monotonic() + timeout
         self._hurry.set()
+        self._answered.set()
         self._wake.set()
         with self._cond:
             while self._position < position:
@@ -314,5 +331,8 @@ class ProjectionRunner:
                 self._hurry.wait(self.linger)
                 self._hurry.clear()
             elif read < self.batch_size:
-                self._wake.wait(self.poll_interval)
+                woken = self._wake.wait(self.poll_interval)
                 self._wake.clear()
+                if woken and self.answer_grace:
+                    self._answered.wait(self.answer_grace)
+                    self._answered.clear()

@@ -253,3 +253,36 @@ def test_a_rebuild_leaves_wal_checkpoints_as_it_found_them(services: Services) -
         row = services.store.query_one("PRAGMA wal_autocheckpoint")
         assert row is not None and list(row.values()) == [1000]
     assert table_digest(services.store, "bulk_sessions")[0] == 2  # the rebuild happened
+
+
+def _settle(runner: ProjectionRunner, position: int) -> None:
+    """Watch (never wait on: a waiter releases held batches) until `position` is applied."""
+    deadline = time.monotonic() + 10
+    while runner.position < position and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_commit_is_held_for_the_next_answer_but_never_for_a_reader(
+    services: Services,
+) -> None:
+    runner = services.runner
+    runner.answer_grace = 60.0  # far longer than the test: only a release lets it go
+    runner.poll_interval = 60.0  # and no polling pass picks the event up meanwhile
+    app = services.app
+    services.start()
+    services.scheduler.stop()  # its jobs wait for positions, which releases held batches
+    first = app.create_session("default", "a", "test").position or 0
+    runner.answered()  # let the first commit's batch go
+    _settle(runner, first)
+    assert runner.position >= first
+    time.sleep(0.2)  # the runner is idle again
+    held = app.create_session("default", "b", "test").position or 0
+    time.sleep(0.3)
+    assert runner.position < held  # held: nothing has been answered
+    runner.answered()
+    _settle(runner, held)
+    assert runner.position >= held
+    time.sleep(0.2)
+    waited = app.create_session("default", "c", "test").position or 0
+    # Nothing answered again, but a reader waiting for the position is never held.
+    assert runner.wait_for(waited, 5.0)

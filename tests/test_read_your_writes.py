@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -47,3 +49,35 @@ def test_unreachable_position_is_503_projection_lagging(settings: Settings) -> N
         response = client.get("/api/sessions", params={"minPosition": recorded.position})
         assert response.status_code == 503
         assert response.json()["error"] == "projection_lagging"
+
+
+def _applied_within(services: Services, position: int, seconds: float) -> bool:
+    """Watch the runner (never wait on it: a waiting reader releases a held batch)."""
+    deadline = time.monotonic() + seconds
+    while services.runner.position < position:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_every_answer_releases_the_batch_held_for_it(client: TestClient) -> None:
+    services: Services = client.app.state.services  # type: ignore[attr-defined]
+    assert services.runner.answer_grace > 0  # serve holds a commit's batch for its answer
+    services.runner.answer_grace = 60.0  # so only an answer can release it here
+    services.runner.poll_interval = 60.0
+    services.scheduler.stop()  # its jobs wait for positions, which releases held batches
+    # A route that waits for its own position: it never holds the runner anyway.
+    created = client.post("/api/sessions", json={"workspaceId": "default"})
+    assert _applied_within(services, int(created.headers["x-tachograph-position"]), 5)
+    time.sleep(0.2)
+    ingested = client.post(  # the ingest fast path (a known session, no handlers)
+        f"/api/sessions/{created.json()['id']}/events", json={"event": "PostToolUse"}
+    )
+    assert _applied_within(services, int(ingested.headers["x-tachograph-position"]), 5)
+    time.sleep(0.2)
+    # A commit nobody answers stays held (the grace here outlasts the test) until one is.
+    held = services.app.create_session("default", "direct", "test").position or 0
+    assert not _applied_within(services, held, 0.3)
+    assert client.get("/api/health").status_code == 200
+    assert _applied_within(services, held, 5)
