@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from domain.application import Tachograph
 from projections.base import Envelope, Projection
@@ -42,7 +44,7 @@ def rebuild(
                 cur.execute(stmt)
             ensure_tracking_row(cur, tracking[projection.name], reset=True)
     total = 0
-    with store.bulk_load():
+    with store.bulk_load(), _few_collections():
         for envelopes in _pages(app, batch_size, read_ahead=store.dialect == "postgres"):
             apply_batch(store, projections, envelopes, tracking)
             total += len(envelopes)
@@ -53,6 +55,35 @@ def rebuild(
                 for stmt in projection.deferred_ddl():
                     cur.execute(stmt)
     return total
+
+
+# Young-generation threshold while a rebuild runs (CPython's default is 700).
+REBUILD_GC_THRESHOLD = 20_000
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """Keep the cyclic collector out of the way of a rebuild; restored afterwards.
+
+    A page of thousands of envelopes lives just long enough to be promoted by the
+    default young collections, and then every full collection walked it and the whole
+    start-up heap again: over 200,000 events the collector took ~16% of the rebuild
+    (15 full passes of ~85 ms). A rebuild's objects are acyclic and freed by reference
+    counting, so collecting rarely costs nothing: with the start-up heap frozen and
+    young collections every 20,000 allocations it ran 3 times, for ~40 ms in all.
+    A process that froze its own heap (serve, worker) keeps it frozen.
+    """
+    threshold = gc.get_threshold()
+    froze = gc.get_freeze_count() == 0
+    if froze:
+        gc.freeze()
+    gc.set_threshold(max(threshold[0], REBUILD_GC_THRESHOLD), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        if froze:
+            gc.unfreeze()
 
 
 def _pages(app: Tachograph, limit: int, *, read_ahead: bool) -> Iterator[list[Envelope]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -253,6 +254,31 @@ def test_a_rebuild_leaves_wal_checkpoints_as_it_found_them(services: Services) -
         row = services.store.query_one("PRAGMA wal_autocheckpoint")
         assert row is not None and list(row.values()) == [1000]
     assert table_digest(services.store, "bulk_sessions")[0] == 2  # the rebuild happened
+
+
+def test_a_rebuild_collects_rarely_and_leaves_the_collector_as_it_found_it(
+    services: Services,
+) -> None:
+    make_history(services, sessions=3)
+    seen: list[tuple[tuple[int, int, int], int]] = []
+    before = gc.get_threshold()
+    gc.unfreeze()
+    try:
+        rebuild(
+            services.app,
+            services.store,
+            all_projections(prefix="gc_"),
+            batch_size=50,
+            progress=lambda _: seen.append((gc.get_threshold(), gc.get_freeze_count())),
+        )
+        assert seen and all(t[0] >= 20_000 and frozen > 0 for t, frozen in seen)
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+        # A process that froze its own heap keeps it frozen.
+        gc.freeze()
+        rebuild(services.app, services.store, all_projections(prefix="gc_"))
+        assert gc.get_freeze_count() > 0 and gc.get_threshold() == before
+    finally:
+        gc.unfreeze()
 
 
 def _settle(runner: ProjectionRunner, position: int) -> None:
