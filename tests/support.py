@@ -1,4 +1,4 @@
-"""Helpers for tests that start real `tachograph` processes."""
+"""Helpers shared by tests: real `tachograph` processes, and watching the projection runner."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from infra.settings import Settings
+from projections.runner import ProjectionRunner
 
 PG_URL = os.environ.get("TACHOGRAPH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -30,6 +31,20 @@ def env_for(settings: Settings) -> dict[str, str]:
     if settings.api_key:
         env["TACHOGRAPH_API_KEY"] = settings.api_key
     return env
+
+
+def applied_within(runner: ProjectionRunner, position: int, seconds: float) -> bool:
+    """Whether the runner applies `position` within `seconds`.
+
+    Watches without waiting on the runner: a waiting reader releases a batch held back
+    for an answer (ProjectionRunner.answered), which tests of that hold must not do.
+    """
+    deadline = time.monotonic() + seconds
+    while runner.position < position:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def free_port() -> int:

@@ -21,6 +21,7 @@ from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner
 from projections.store import Cursor
+from tests.support import applied_within
 
 
 def make_history(services: Services, sessions: int = 30) -> None:
@@ -281,13 +282,6 @@ def test_a_rebuild_collects_rarely_and_leaves_the_collector_as_it_found_it(
         gc.unfreeze()
 
 
-def _settle(runner: ProjectionRunner, position: int) -> None:
-    """Watch (never wait on: a waiter releases held batches) until `position` is applied."""
-    deadline = time.monotonic() + 10
-    while runner.position < position and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def test_a_commit_is_held_for_the_next_answer_but_never_for_a_reader(
     services: Services,
 ) -> None:
@@ -299,15 +293,13 @@ def test_a_commit_is_held_for_the_next_answer_but_never_for_a_reader(
     services.scheduler.stop()  # its jobs wait for positions, which releases held batches
     first = app.create_session("default", "a", "test").position or 0
     runner.answered()  # let the first commit's batch go
-    _settle(runner, first)
-    assert runner.position >= first
+    assert applied_within(runner, first, 10)
     time.sleep(0.2)  # the runner is idle again
     held = app.create_session("default", "b", "test").position or 0
     time.sleep(0.3)
     assert runner.position < held  # held: nothing has been answered
     runner.answered()
-    _settle(runner, held)
-    assert runner.position >= held
+    assert applied_within(runner, held, 10)
     time.sleep(0.2)
     waited = app.create_session("default", "c", "test").position or 0
     # Nothing answered again, but a reader waiting for the position is never held.

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.bootstrap import Services
 from infra.settings import Settings
+from tests.support import applied_within
 
 
 def test_post_then_get_sees_the_change_every_time(client: TestClient) -> None:
@@ -51,16 +52,6 @@ def test_unreachable_position_is_503_projection_lagging(settings: Settings) -> N
         assert response.json()["error"] == "projection_lagging"
 
 
-def _applied_within(services: Services, position: int, seconds: float) -> bool:
-    """Watch the runner (never wait on it: a waiting reader releases a held batch)."""
-    deadline = time.monotonic() + seconds
-    while services.runner.position < position:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def test_every_answer_releases_the_batch_held_for_it(client: TestClient) -> None:
     services: Services = client.app.state.services  # type: ignore[attr-defined]
     assert services.runner.answer_grace > 0  # serve holds a commit's batch for its answer
@@ -69,15 +60,15 @@ def test_every_answer_releases_the_batch_held_for_it(client: TestClient) -> None
     services.scheduler.stop()  # its jobs wait for positions, which releases held batches
     # A route that waits for its own position: it never holds the runner anyway.
     created = client.post("/api/sessions", json={"workspaceId": "default"})
-    assert _applied_within(services, int(created.headers["x-tachograph-position"]), 5)
+    assert applied_within(services.runner, int(created.headers["x-tachograph-position"]), 5)
     time.sleep(0.2)
     ingested = client.post(  # the ingest fast path (a known session, no handlers)
         f"/api/sessions/{created.json()['id']}/events", json={"event": "PostToolUse"}
     )
-    assert _applied_within(services, int(ingested.headers["x-tachograph-position"]), 5)
+    assert applied_within(services.runner, int(ingested.headers["x-tachograph-position"]), 5)
     time.sleep(0.2)
     # A commit nobody answers stays held (the grace here outlasts the test) until one is.
     held = services.app.create_session("default", "direct", "test").position or 0
-    assert not _applied_within(services, held, 0.3)
+    assert not applied_within(services.runner, held, 0.3)
     assert client.get("/api/health").status_code == 200
-    assert _applied_within(services, held, 5)
+    assert applied_within(services.runner, held, 5)
