@@ -41,7 +41,7 @@ def rebuild(
     with store.transaction() as cur:
         for projection in projections:
             for stmt in projection.ddl(deferred=False):
-                cur.execute(stmt)
+                cur.create(stmt)
             ensure_tracking_row(cur, tracking[projection.name], reset=True)
     total = 0
     with store.bulk_load(), _few_collections():
@@ -53,7 +53,7 @@ def rebuild(
         with store.transaction() as cur:
             for projection in projections:
                 for stmt in projection.deferred_ddl():
-                    cur.execute(stmt)
+                    cur.create(stmt)
     return total
 
 

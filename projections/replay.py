@@ -185,7 +185,14 @@ def _compare(
     report = ProjectionReplay(live.name)
     with snapshot(store) as cur:
         position = _tracked(cur, live.name)
-        live_rows = {logical: _row_digests(cur, store, table) for logical, table in live.t.items()}
+        # Rows are matched by the rebuilt table's key: tables created by an older
+        # release may key the same rows differently (hook_audit once had its own id).
+        keys = {
+            logical: primary_key(cur, store.dialect, table) for logical, table in fresh.t.items()
+        }
+        live_rows = {
+            logical: _row_digests(cur, table, keys[logical]) for logical, table in live.t.items()
+        }
     with store.transaction(write=False) as cur:
         rebuilt_at = _tracked(cur, tracking)
     if rebuilt_at > position:
@@ -200,7 +207,9 @@ def _compare(
     with snapshot(store) as cur:
         for logical, table in fresh.t.items():
             report.tables.append(
-                _diff(logical, live_rows[logical], _row_digests(cur, store, table), max_keys)
+                _diff(
+                    logical, live_rows[logical], _row_digests(cur, table, keys[logical]), max_keys
+                )
             )
     return report
 
@@ -246,9 +255,8 @@ def _normal(value: object) -> object:
     return int(value) if isinstance(value, bool) else value
 
 
-def _row_digests(cur: Cursor, store: ReadStore, table: str) -> Counter[tuple[str, str]]:
+def _row_digests(cur: Cursor, table: str, key_columns: list[str]) -> Counter[tuple[str, str]]:
     """(key, row digest) of every row; keyless tables use the digest as key (a multiset)."""
-    key_columns = primary_key(cur, store.dialect, table)
     cur.execute(f"SELECT * FROM {table}")
     digests: Counter[tuple[str, str]] = Counter()
     for row in cur.fetchall():
@@ -353,7 +361,7 @@ def _restore_index_names(cur: Cursor, dialect: str, live: Projection, prefix: st
                 cur.execute(f'DROP INDEX "{name}"')
     if dialect != "postgres":
         for stmt in live.ddl():
-            cur.execute(stmt)
+            cur.create(stmt)
 
 
 def _clean_up(store: ReadStore, fresh: Sequence[Projection], tracking: Any) -> None:

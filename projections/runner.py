@@ -62,7 +62,7 @@ def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
             # objects are therefore skipped, not re-declared.
             if store.dialect == "postgres" and _exists(cur, stmt):
                 continue
-            cur.execute(stmt)
+            cur.create(stmt)
         for projection in projections:
             ensure_tracking_row(cur, projection.name)
 

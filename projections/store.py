@@ -43,6 +43,16 @@ class Cursor(ABC):
     @abstractmethod
     def rowcount(self) -> int: ...
 
+    def create(self, ddl: str) -> None:
+        """Run a projection's CREATE statement, written portably, in this store's dialect."""
+        self.execute(ddl)
+
+
+# A single-column BIGINT key: in SQLite only a column declared exactly INTEGER PRIMARY
+# KEY becomes the table's rowid; any other spelling keeps a rowid *and* a separate
+# index on the key, one more b-tree page written by every insert.
+_BIGINT_KEY = re.compile(r"\b(\w+) BIGINT PRIMARY KEY\b")
+
 
 class ReadStore(ABC):
     """Read-model database."""
@@ -93,6 +103,10 @@ class _SQLiteCursor(Cursor):
     @property
     def rowcount(self) -> int:
         return self._cur.rowcount
+
+    def create(self, ddl: str) -> None:
+        # Both hold 64-bit integers in SQLite; PostgreSQL's INTEGER would not.
+        self._cur.execute(_BIGINT_KEY.sub(r"\1 INTEGER PRIMARY KEY", ddl))
 
 
 class SQLiteReadStore(ReadStore):

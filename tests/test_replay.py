@@ -13,7 +13,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api.bootstrap import Services
+from api.app import create_app
+from api.bootstrap import Services, build_services
 from infra.settings import Settings
 from projections.log_checkpoints import LINKS_TABLE, LogChainProjection
 from projections.registry import all_projections
@@ -187,3 +188,44 @@ def test_swap_under_concurrent_reads_never_fails_or_goes_empty(
     finally:
         stop.set()
         server.kill()
+
+
+# rm_hook_audit as releases before the session-ordered key created it.
+EARLIER_HOOK_AUDIT = [
+    "CREATE TABLE rm_hook_audit (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+    "dispatch_id TEXT NOT NULL, turn_id TEXT, event TEXT NOT NULL, handler_id TEXT, "
+    "outcome TEXT NOT NULL, failure TEXT, reason TEXT, duration_ms INTEGER, "
+    "at TEXT NOT NULL, position BIGINT NOT NULL, seq INTEGER NOT NULL)",
+    "CREATE INDEX rm_hook_audit_session ON rm_hook_audit (session_id, position, seq)",
+    "CREATE INDEX rm_hook_audit_at ON rm_hook_audit (at)",
+    "CREATE INDEX rm_hook_audit_turn ON rm_hook_audit (session_id, turn_id, event, outcome)",
+]
+
+
+def test_a_hook_audit_table_of_an_earlier_release_is_served_compared_and_swapped(
+    settings: Settings,
+) -> None:
+    earlier = build_services(settings)
+    with earlier.store.transaction() as cur:
+        cur.execute("DROP TABLE rm_hook_audit")
+        for stmt in EARLIER_HOOK_AUDIT:
+            cur.execute(stmt)
+    earlier.stop()
+    with TestClient(create_app(settings)) as client:
+        mixed_workload(client, settings)
+        services: Services = client.app.state.services  # type: ignore[attr-defined]
+        assert services.runner.wait_for(services.app.recorder.max_notification_id() or 0, 5)
+        [session, *_] = client.get("/api/sessions", params={"limit": 100}).json()["items"]
+        hooks = f"/api/sessions/{session['id']}/hooks"
+        audited = client.get(hooks).json()["items"]
+        events = {r["event"] for r in audited}
+        assert events == {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}
+        [hook_audit] = select_projections(services.projections, ["hook_audit"])
+        # Rows are matched by key, although the two tables are keyed differently.
+        [report] = replay(services.app, services.store, [hook_audit])
+        assert not report.drift and report.tables[0].live_rows > 0
+        [report] = replay(services.app, services.store, [hook_audit], swap=True)
+        assert report.swapped
+        [again] = replay(services.app, services.store, [hook_audit])
+        assert not again.drift
+        assert client.get(hooks).json()["items"] == audited
