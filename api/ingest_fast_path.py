@@ -1,23 +1,28 @@
-"""The ingest route without the framework's per-request machinery.
+"""The hook routes without the framework's per-request machinery.
 
-`POST /api/sessions/{id}/events` is called on every tool call of every agent, and on
-two cores FastAPI's routing, dependency solving and response handling cost more than
-the group-committed append itself. This innermost middleware answers ingests for a
-session this process already knows: the same validation model, the same gateway calls,
-the same response bytes and headers as the route. Without handlers the event joins
-the group commit; with handlers to run (or a retried eventId) the gateway's blocking
-path runs in the thread pool, as the route runs it, so the body is never parsed twice.
+`POST /api/sessions/{id}/events` and Claude Code's native `POST /hooks/claude` are
+called on every tool call of every agent, and on two cores FastAPI's routing,
+dependency solving and response handling cost more than the group-committed append
+itself. This innermost middleware answers them for a session this process already
+knows: the same validation, the same gateway calls, the same response bytes and
+headers as the routes. Without handlers the event joins the group commit; with
+handlers to run (or a retried eventId) the gateway's blocking path runs in the
+thread pool, as the routes run it, so the body is never parsed twice.
 
-Everything else falls through, untouched, to the FastAPI route, which stays the one
-documented surface and gives every other canonical answer: 422s for bad input, 404s,
-and the first event of a session this process has not seen yet. A request that falls
-through is handled exactly as if this middleware were absent.
+Everything else falls through, untouched, to the FastAPI routes, which stay the one
+documented surface and give every other canonical answer: 4xx errors for bad input,
+404s, and the first event of a session this process has not seen yet (which the
+Claude route creates). A request that falls through is handled exactly as if this
+middleware were absent.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -26,16 +31,20 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.adapters.claude_code import claude_payload_to_ingest, decision_to_claude
 from api.bootstrap import Services
 from api.deps import actor_label
-from api.input_limits import TEXT_CHECKED, plainly_clean
+from api.errors import ApiError
+from api.input_limits import TEXT_CHECKED, loads_checked, plainly_clean
 from api.middleware import replaying
+from api.routes.adapters import claude_note, claude_session_id, ingest_event
 from api.routes.hooks import start_in_loop, to_ingest
 from api.schemas import LifecycleEvent
-from domain.gateway import IngestResult
+from domain.gateway import IngestEvent, IngestResult
 from infra.logs import bind_log_context
 
 ROUTE = "/api/sessions/{session_id}/events"
+CLAUDE_ROUTE = "/hooks/claude"
 # Only the canonical spelling of the id; any other the route may accept goes to the route.
 _PATH = re.compile(
     r"/api/sessions/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
@@ -45,10 +54,16 @@ _JSON_TYPES = (b"application/json", b"application/json; charset=utf-8")
 
 
 class _RouteLabel:
-    path_format = ROUTE
+    """What the observability middleware labels metrics by (a matched route's path)."""
+
+    def __init__(self, path_format: str) -> None:
+        self.path_format = path_format
 
 
-_ROUTE_LABEL = _RouteLabel()
+_ROUTE_LABEL = _RouteLabel(ROUTE)
+_CLAUDE_LABEL = _RouteLabel(CLAUDE_ROUTE)
+# An answer: the JSON body, and the result whose position headers go with it.
+_Answer = tuple[object, IngestResult]
 
 
 class IngestFastPath:
@@ -62,20 +77,28 @@ class IngestFastPath:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        match = _PATH.fullmatch(scope["path"])
-        if match is None or scope["query_string"] or _content_type(scope) not in _JSON_TYPES:
+        path = scope["path"]
+        attempt: Callable[[bytes], Awaitable[_Answer | None]]
+        if path == CLAUDE_ROUTE:
+            attempt, label = partial(self._try_claude, _claude_session_header(scope)), _CLAUDE_LABEL
+        elif (match := _PATH.fullmatch(path)) is not None:
+            attempt, label = partial(self._try, match.group(1)), _ROUTE_LABEL
+        else:
+            await self.app(scope, receive, send)
+            return
+        if scope["query_string"] or _content_type(scope) not in _JSON_TYPES:
             await self.app(scope, receive, send)
             return
         first = await receive()
         whole = first["type"] == "http.request" and not first.get("more_body", False)
-        result = await self._try(match.group(1), first.get("body", b"")) if whole else None
-        if result is None:
+        answer = await attempt(first.get("body", b"")) if whole else None
+        if answer is None:
             await self.app(scope, replaying(first, receive), send)
             return
-        scope["route"] = _ROUTE_LABEL  # what the observability middleware labels metrics by
-        await _answer(send, result)
+        scope["route"] = label
+        await _answer(send, *answer)
 
-    async def _try(self, raw_id: str, body: bytes) -> IngestResult | None:
+    async def _try(self, raw_id: str, body: bytes) -> _Answer | None:
         try:
             session_id = UUID(raw_id)
             # The model's text checks walk the whole body; a glance at the bytes can
@@ -84,21 +107,58 @@ class IngestFastPath:
             payload = LifecycleEvent.model_validate(json.loads(body), context=context)
         except (ValueError, ValidationError):
             return None  # the route answers with the canonical 422
+        result = await self._ingest(session_id, to_ingest(payload))
+        return None if result is None else (result.decision(), result)
+
+    async def _try_claude(self, explicit_session: str | None, body: bytes) -> _Answer | None:
+        try:
+            clean = plainly_clean(body)
+            payload = json.loads(body) if clean else loads_checked(body)
+            fields = dict(claude_payload_to_ingest(payload))
+            session_id = claude_session_id(explicit_session, fields)
+            # Either way the whole body is known clean here: the model need not walk it.
+            event = ingest_event(fields, text_checked=True)
+        except (ValueError, ApiError):  # TextProblem and ClaudePayloadError included
+            return None  # the route answers with the canonical 400 or 422
+        result = await self._ingest(session_id, event, annotate=claude_note(event))
+        if result is None:
+            return None
+        answer, _ = decision_to_claude(event.event, result.decision())
+        return answer, result
+
+    async def _ingest(
+        self,
+        session_id: UUID,
+        event: IngestEvent,
+        annotate: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> IngestResult | None:
+        """The gateway's answer for a session this process knows; None for any other."""
         services: Services = self.fastapi_app.state.services
         gateway = services.gateway
         if not gateway.knows_session(session_id):
-            return None  # the route looks the session up (or answers 404)
+            return None  # the route looks the session up (creates it, or answers 404)
         bind_log_context(session_id=session_id)  # reset by the observability middleware
         actor = actor_label(services)
-        event = to_ingest(payload)
-        started = start_in_loop(gateway, session_id, event, actor, wake_once_per_batch=True)
+        started = start_in_loop(
+            gateway, session_id, event, actor, wake_once_per_batch=True, annotate=annotate
+        )
         if started is not None:
             try:
                 return await started
             except IntegrityError:
                 pass  # a retried eventId: the blocking path answers with the stored decision
         # Handlers to run, or a retried eventId: the route's blocking path, run as it runs it.
-        return await run_in_threadpool(gateway.ingest, session_id, event, actor=actor)
+        return await run_in_threadpool(
+            partial(gateway.ingest, session_id, event, actor=actor, annotate=annotate)
+        )
+
+
+def _claude_session_header(scope: Scope) -> str | None:
+    # As the route reads it: an empty header (an unset env var in Claude Code) is absent.
+    for name, value in scope["headers"]:
+        if name == b"x-tachograph-session-id":
+            return bytes(value).decode("latin-1").strip() or None
+    return None
 
 
 def _content_type(scope: Scope) -> bytes | None:
@@ -108,13 +168,13 @@ def _content_type(scope: Scope) -> bytes | None:
     return None
 
 
-async def _answer(send: Send, result: IngestResult) -> None:
-    # Byte for byte what the route's JSONResponse renders.
-    content = json.dumps(
-        result.decision(), ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+async def _answer(send: Send, content: object, result: IngestResult) -> None:
+    # Byte for byte what the routes' JSONResponse renders.
+    body = json.dumps(
+        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
     ).encode()
     headers = [
-        (b"content-length", str(len(content)).encode()),
+        (b"content-length", str(len(body)).encode()),
         (b"content-type", b"application/json"),
     ]
     if result.position is not None:
@@ -122,4 +182,4 @@ async def _answer(send: Send, result: IngestResult) -> None:
     if not result.recorded:
         headers.append((b"x-tachograph-recorded", b"false"))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": content})
+    await send({"type": "http.response.body", "body": body})

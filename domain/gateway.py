@@ -162,7 +162,8 @@ class HookGateway:
         agent_session_id: str | None,
     ) -> None:
         """Create an agent's session on first sight (a concurrent create is fine)."""
-        if self._session_known(session_id):
+        # Seen live by this process: no read-model query on every hook of the session.
+        if session_id in self._known_sessions or self._session_known(session_id):
             return
         try:
             self.app.get_session(session_id)
@@ -242,6 +243,7 @@ class HookGateway:
         actor: str,
         reply: Callable[[IngestResult | IntegrityError], None],
         deliver: Deliver | None = None,
+        annotate: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> bool:
         """Begin an ingest that needs no blocking I/O; False when it needs `ingest` instead.
 
@@ -249,13 +251,14 @@ class HookGateway:
         result once the dispatch is durable (through `deliver`, when given: see
         `GroupCommitter.enqueue`). A duplicate eventId gets it an IntegrityError, so
         the caller takes the blocking path, which answers with the stored decision.
+        `annotate` as for `ingest`.
         """
         if self._submit is None or session_id not in self._known_sessions:
             return False
         if self.config.handlers_for(ev.event, self._match_subject(ev)):
             return False
         dispatch_id = dispatch_id_for(ev.event_id)
-        fields, decided = self._decide(session_id, ev, dispatch_id, [], actor, None)
+        fields, decided = self._decide(session_id, ev, dispatch_id, [], actor, annotate)
 
         def settle(outcome: int | BaseException) -> None:
             if isinstance(outcome, int):

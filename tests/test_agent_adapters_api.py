@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.bootstrap import Services
 from domain.gateway import agent_session_uuid
 from infra.settings import Settings
 from tests.hook_server import HookServer, answer
@@ -81,6 +82,79 @@ def test_every_claude_fixture_is_accepted_mapped_and_answered(
         r["event"] for r in adapter_client.get(f"/api/sessions/{session_id}/hooks").json()["items"]
     ]
     assert events == [payload["hook_event_name"]]
+
+
+def test_a_known_sessions_claude_hooks_skip_the_framework_and_answer_as_the_route_does(
+    adapter_client: TestClient,
+) -> None:
+    services: Services = adapter_client.app.state.services  # type: ignore[attr-defined]
+    fast_calls: list[bool] = []
+    original = services.gateway.start_ingest
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        fast_calls.append(kwargs.get("deliver") is not None)  # only the fast path batches
+        return original(*args, **kwargs)
+
+    services.gateway.start_ingest = watched  # type: ignore[method-assign]
+    native = load_fixture("SessionStart-1.json")["session_id"]
+    created = adapter_client.post("/hooks/claude", json=load_fixture("SessionStart-1.json"))
+    assert created.status_code == 200 and fast_calls == []  # a new session: the route
+    before = log_size(adapter_client)
+    for name in FIXTURE_NAMES:
+        payload = {**load_fixture(name), "session_id": native}
+        fast_calls.clear()
+        fast = adapter_client.post("/hooks/claude", json=payload)
+        # A query string sends the same hook to the FastAPI route; a tool call of its own,
+        # so that it is not taken for a redelivery of the first.
+        if "tool_use_id" in payload:
+            payload["tool_use_id"] += "-routed"
+        routed = adapter_client.post("/hooks/claude", params={"via": "route"}, json=payload)
+        assert fast_calls == [True], name
+        assert fast.status_code == routed.status_code == 200, name
+        assert fast.content == routed.content == b"{}", name
+        assert set(fast.headers) == set(routed.headers), name
+        assert int(routed.headers["x-tachograph-position"]) > int(
+            fast.headers["x-tachograph-position"]
+        )
+        redelivered = adapter_client.post("/hooks/claude", json=payload)
+        if "tool_use_id" in payload:  # answered from the log, appended nowhere
+            assert (
+                redelivered.headers["x-tachograph-position"]
+                == (routed.headers["x-tachograph-position"])
+            )
+    tool_events = sum("tool_use_id" in load_fixture(name) for name in FIXTURE_NAMES)
+    # Each fixture twice, and the third time too when nothing identifies it as a repeat.
+    assert log_size(adapter_client) == before + 3 * len(FIXTURE_NAMES) - tool_events
+    session = adapter_client.get(
+        f"/api/sessions/{claude_session(load_fixture('SessionStart-1.json'))}/hooks",
+        params={"minPosition": redelivered.headers["x-tachograph-position"]},
+    ).json()["items"]
+    assert len(session) == 1 + 3 * len(FIXTURE_NAMES) - tool_events
+
+
+def test_claude_bodies_the_fast_path_cannot_take_get_the_routes_answers(
+    adapter_client: TestClient,
+) -> None:
+    payload = load_fixture("PostToolUse-1.json")
+    assert adapter_client.post("/hooks/claude", json=payload).status_code == 200
+    for content, status in [
+        (b"{", 400),
+        (b"[1]", 422),
+        (json.dumps({**payload, "tool_input": "a\u0000b"}).encode(), 422),
+        (json.dumps({**payload, "tool_use_id": "t" * 300}).encode(), 422),
+    ]:
+        for params in ({}, {"via": "route"}):
+            sent = adapter_client.post(
+                "/hooks/claude",
+                content=content,
+                params=params,
+                headers={"content-type": "application/json"},
+            )
+            assert sent.status_code == status, (content[:40], params, sent.text)
+    bad_header = adapter_client.post(
+        "/hooks/claude", json=payload, headers={"x-tachograph-session-id": "x"}
+    )
+    assert bad_header.status_code == 422
 
 
 def test_out_of_order_lifecycle_from_real_payloads(adapter_client: TestClient) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -30,7 +31,7 @@ from api.adapters.coder import (
 from api.bootstrap import Services
 from api.deps import ActorDep, ServicesDep
 from api.errors import ApiError
-from api.input_limits import TextProblem, check_json, loads_checked
+from api.input_limits import TEXT_CHECKED, TextProblem, check_json, loads_checked
 from api.metrics import WEBHOOK_REJECTED
 from api.schemas import LifecycleEvent
 from domain.gateway import IngestEvent, IngestResult, agent_session_uuid
@@ -59,12 +60,17 @@ _FIELD_NAMES = {
 }
 
 
-def ingest_event(fields: dict[str, Any]) -> IngestEvent:
-    """Adapter output (camelCase ingest fields) as the gateway's IngestEvent."""
+def ingest_event(fields: dict[str, Any], *, text_checked: bool = False) -> IngestEvent:
+    """Adapter output (camelCase ingest fields) as the gateway's IngestEvent.
+
+    `text_checked`: the body the fields came from is known to hold no text a store
+    refuses (see api.input_limits), so the model need not walk it again.
+    """
     kwargs = {_FIELD_NAMES[k]: v for k, v in fields.items() if k in _FIELD_NAMES}
     try:  # the same limits as POST /api/sessions/{id}/events (ids ≤ 256 chars, ...)
         LifecycleEvent.model_validate(
-            {"event": fields["event"], **{k: v for k, v in fields.items() if k in _FIELD_NAMES}}
+            {"event": fields["event"], **{k: v for k, v in fields.items() if k in _FIELD_NAMES}},
+            context={TEXT_CHECKED: True} if text_checked else None,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -106,9 +112,9 @@ async def claude_hook(request: Request, services: ServicesDep, actor: ActorDep) 
         fields = dict(claude_payload_to_ingest(payload))
     except ClaudePayloadError as exc:
         raise ApiError(422, "invalid_hook_payload", f"{exc}.") from None
-    session_id = _claude_session(request, fields)
+    session_id = claude_session_id(_header(request, "x-tachograph-session-id"), fields)
     workspace = _header(request, "x-tachograph-workspace") or DEFAULT_WORKSPACE
-    event = ingest_event(fields)
+    event = ingest_event(fields, text_checked=True)  # loads_checked walked the whole body
     result = await run_in_threadpool(
         _claude_dispatch, services, session_id, workspace, event, actor
     )
@@ -116,8 +122,8 @@ async def claude_hook(request: Request, services: ServicesDep, actor: ActorDep) 
     return JSONResponse(answer, headers=_position_headers(result))
 
 
-def _claude_session(request: Request, fields: dict[str, Any]) -> UUID:
-    explicit = _header(request, "x-tachograph-session-id")
+def claude_session_id(explicit: str | None, fields: dict[str, Any]) -> UUID:
+    """The session of a Claude Code hook: the x-tachograph-session-id header, else its own."""
     if explicit is not None:
         try:
             return UUID(explicit)
@@ -141,12 +147,12 @@ def _claude_dispatch(
     services.gateway.ensure_session(
         session_id, workspace=workspace, agent=event.agent, agent_session_id=event.agent_session_id
     )
-    return services.gateway.ingest(
-        session_id,
-        event,
-        actor=actor,
-        annotate=lambda decision: decision_to_claude(event.event, decision)[1],
-    )
+    return services.gateway.ingest(session_id, event, actor=actor, annotate=claude_note(event))
+
+
+def claude_note(event: IngestEvent) -> Callable[[dict[str, Any]], str | None]:
+    """The audit note saying how a decision reached Claude Code, if it had to be degraded."""
+    return lambda decision: decision_to_claude(event.event, decision)[1]
 
 
 @router.post("/coder", response_model=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Literal
 from uuid import UUID
@@ -50,6 +51,7 @@ def start_in_loop(
     actor: str,
     *,
     wake_once_per_batch: bool = False,
+    annotate: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> asyncio.Future[IngestResult] | None:
     """The gateway's non-blocking ingest as a future of this event loop; None if it blocks.
 
@@ -75,7 +77,10 @@ def start_in_loop(
             waiter.set_result(outcome)
 
     deliver = loop.call_soon_threadsafe if wake_once_per_batch else None
-    if not gateway.start_ingest(session_id, event, actor=actor, reply=reply, deliver=deliver):
+    started = gateway.start_ingest(
+        session_id, event, actor=actor, reply=reply, deliver=deliver, annotate=annotate
+    )
+    if not started:
         return None
     return waiter
 
