@@ -33,6 +33,30 @@ EVENT_BODY = {
 }
 
 
+# Claude Code's native hook body for a finished tool call, as Claude Code sends it
+# (shape of a recorded payload); each request gets a tool_use_id of its own, since a
+# repeated one is a redelivery, answered from the log.
+CLAUDE_POST_TOOL_USE = {
+    "session_id": "7c1e4a52-5d0b-4b8e-9a51-3f0c2d6e8b17",
+    "transcript_path": "/home/dev/.claude/projects/-home-dev-repo/7c1e4a52.jsonl",
+    "cwd": "/home/dev/repo",
+    "permission_mode": "acceptEdits",
+    "hook_event_name": "PostToolUse",
+    "tool_name": "Write",
+    "tool_input": {"file_path": "/home/dev/repo/notes.txt", "content": "hello\n"},
+    "tool_response": {
+        "type": "create",
+        "filePath": "/home/dev/repo/notes.txt",
+        "content": "hello\n",
+        "structuredPatch": [],
+        "originalFile": None,
+        "userModified": False,
+    },
+    "tool_use_id": "UNIQUE",
+    "duration_ms": 2,
+}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,14 +143,41 @@ def baseline(app: str, port: int, env: dict[str, str], log: Path) -> Any:
     return process(argv, env, f"http://127.0.0.1:{port}/docs", log)
 
 
-def wrk(url: str, body: dict[str, Any], seconds: int, connections: int = 16) -> dict[str, float]:
-    """Run wrk with a JSON POST; return requests/s and error counts."""
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(
-            'wrk.method = "POST"\n'
-            f"wrk.body = {json.dumps(json.dumps(body))}\n"
-            'wrk.headers["Content-Type"] = "application/json"\n'
+def wrk(
+    url: str,
+    body: dict[str, Any],
+    seconds: int,
+    connections: int = 16,
+    unique: str | None = None,
+) -> dict[str, float]:
+    """Run wrk with a JSON POST; return requests/s and error counts.
+
+    `unique`: a string of the body that every request replaces with a value of its own.
+    """
+    text = json.dumps(body)
+    lua = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+    if unique is None:
+        lua += f"wrk.body = {json.dumps(text)}\n"
+    else:
+        assert text.count(unique) == 1, unique
+        before, after = text.split(unique)
+        lua += (
+            # `tag` is a global of each thread's own Lua state, set from the main one:
+            # this run's own prefix (wrk's random numbers repeat from run to run) and
+            # the thread's number.
+            f"local threads = 0\nlocal run = {json.dumps(uuid.uuid4().hex)}\n"
+            "function setup(thread)\n"
+            "  threads = threads + 1\n"
+            '  thread:set("tag", run .. "-" .. threads)\n'
+            "end\n"
+            f"local before, after, n = {json.dumps(before)}, {json.dumps(after)}, 0\n"
+            "request = function()\n"
+            "  n = n + 1\n"
+            '  return wrk.format(nil, nil, nil, before .. tag .. "-" .. n .. after)\n'
+            "end\n"
         )
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(lua)
     try:
         out = subprocess.run(
             ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
@@ -175,6 +226,7 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
         # Every 2xx answer acknowledged a stored event: the log grew by at least that many.
         stored = _position(httpx.post(url, json=EVENT_BODY)) - before - 1
         assert stored >= measured["requests"] - measured["non2xx"], (stored, measured)
+        claude = _claude_hooks(base, seconds)
     bare_port = free_port()
     with baseline("bare_app", bare_port, {}, work / "bare.log"):
         bare_url = f"http://127.0.0.1:{bare_port}/api/sessions/x/events"
@@ -206,6 +258,31 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
         "ratio_vs_bare": measured["rps"] / bare["rps"],
         "ratio_vs_raw_insert": measured["rps"] / raw["rps"],
         "serve_peak_rss_mb": rss,
+        "claude_hook": {**claude, "ratio_vs_ingest": claude["events_per_s"] / measured["rps"]},
+    }
+
+
+def _claude_hooks(base: str, seconds: int) -> dict[str, Any]:
+    """Claude Code's native hook route, as many agents call it: each tool call a new event."""
+    url = f"{base}/hooks/claude"
+    first = httpx.post(url, json={**CLAUDE_POST_TOOL_USE, "tool_use_id": "first"})
+    before = _position(first)  # also creates the session, so the run measures ingest only
+    wrk(url, CLAUDE_POST_TOOL_USE, 2, unique="UNIQUE")  # warm-up
+    started = _position(httpx.post(url, json={**CLAUDE_POST_TOOL_USE, "tool_use_id": "start"}))
+    measured = wrk(url, CLAUDE_POST_TOOL_USE, seconds, unique="UNIQUE")
+    end = _position(httpx.post(url, json={**CLAUDE_POST_TOOL_USE, "tool_use_id": "end"}))
+    stored = end - started - 1
+    acknowledged = measured["requests"] - measured["non2xx"]
+    assert before < started and stored >= acknowledged, (stored, measured)
+    return {
+        "workload": (
+            f"POST /hooks/claude, Claude Code PostToolUse bodies (each its own tool_use_id), "
+            f"no handlers, wrk 16 connections x {seconds} s"
+        ),
+        "events_per_s": measured["rps"],
+        "errors": measured["non2xx"],
+        "acknowledged": acknowledged,
+        "stored": stored,
     }
 
 

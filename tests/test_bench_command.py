@@ -47,6 +47,12 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         ingest["events_per_s"] / ingest["raw_insert_per_s"]
     )
     assert 0 < ingest["serve_peak_rss_mb"] < 4096
+    claude = ingest["claude_hook"]  # Claude Code's native hook route, in the same server
+    assert claude["workload"] and claude["errors"] == 0 and claude["acknowledged"] > 0
+    assert claude["stored"] >= claude["acknowledged"]
+    assert claude["ratio_vs_ingest"] == pytest.approx(
+        claude["events_per_s"] / ingest["events_per_s"]
+    )
 
     gateway = figures["hook_gateway"]
     for series in (gateway["gateway"], gateway["handler_direct"]):
