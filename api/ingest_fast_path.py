@@ -31,13 +31,13 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.adapters.claude_code import claude_payload_to_ingest, decision_to_claude
+from api.adapters.claude_code import decision_to_claude
 from api.bootstrap import Services
 from api.deps import actor_label
 from api.errors import ApiError
-from api.input_limits import TEXT_CHECKED, loads_checked, plainly_clean
+from api.input_limits import TEXT_CHECKED, plainly_clean
 from api.middleware import replaying
-from api.routes.adapters import claude_note, claude_session_id, ingest_event
+from api.routes.adapters import claude_hook_event, claude_note, hook_header
 from api.routes.hooks import start_in_loop, to_ingest
 from api.schemas import LifecycleEvent
 from domain.gateway import IngestEvent, IngestResult
@@ -80,7 +80,8 @@ class IngestFastPath:
         path = scope["path"]
         attempt: Callable[[bytes], Awaitable[_Answer | None]]
         if path == CLAUDE_ROUTE:
-            attempt, label = partial(self._try_claude, _claude_session_header(scope)), _CLAUDE_LABEL
+            explicit = hook_header(_header(scope, b"x-tachograph-session-id"))
+            attempt, label = partial(self._try_claude, explicit), _CLAUDE_LABEL
         elif (match := _PATH.fullmatch(path)) is not None:
             attempt, label = partial(self._try, match.group(1)), _ROUTE_LABEL
         else:
@@ -112,13 +113,8 @@ class IngestFastPath:
 
     async def _try_claude(self, explicit_session: str | None, body: bytes) -> _Answer | None:
         try:
-            clean = plainly_clean(body)
-            payload = json.loads(body) if clean else loads_checked(body)
-            fields = dict(claude_payload_to_ingest(payload))
-            session_id = claude_session_id(explicit_session, fields)
-            # Either way the whole body is known clean here: the model need not walk it.
-            event = ingest_event(fields, text_checked=True)
-        except (ValueError, ApiError):  # TextProblem and ClaudePayloadError included
+            session_id, event = claude_hook_event(body, explicit_session)
+        except ApiError:
             return None  # the route answers with the canonical 400 or 422
         result = await self._ingest(session_id, event, annotate=claude_note(event))
         if result is None:
@@ -153,19 +149,17 @@ class IngestFastPath:
         )
 
 
-def _claude_session_header(scope: Scope) -> str | None:
-    # As the route reads it: an empty header (an unset env var in Claude Code) is absent.
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    """The first value of a header, decoded as Starlette decodes it."""
     for name, value in scope["headers"]:
-        if name == b"x-tachograph-session-id":
-            return bytes(value).decode("latin-1").strip() or None
+        if name == wanted:
+            return bytes(value).decode("latin-1")
     return None
 
 
 def _content_type(scope: Scope) -> bytes | None:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return bytes(value).lower()
-    return None
+    value = _header(scope, b"content-type")
+    return None if value is None else value.lower().encode("latin-1")
 
 
 async def _answer(send: Send, content: object, result: IngestResult) -> None:

@@ -31,7 +31,13 @@ from api.adapters.coder import (
 from api.bootstrap import Services
 from api.deps import ActorDep, ServicesDep
 from api.errors import ApiError
-from api.input_limits import TEXT_CHECKED, TextProblem, check_json, loads_checked
+from api.input_limits import (
+    TEXT_CHECKED,
+    TextProblem,
+    check_json,
+    loads_checked,
+    plainly_clean,
+)
 from api.metrics import WEBHOOK_REJECTED
 from api.schemas import LifecycleEvent
 from domain.gateway import IngestEvent, IngestResult, agent_session_uuid
@@ -79,20 +85,37 @@ def ingest_event(fields: dict[str, Any], *, text_checked: bool = False) -> Inges
     return IngestEvent(event=fields["event"], **kwargs)
 
 
-async def _json_body(request: Request) -> Any:
-    raw = await request.body()
+def claude_hook_event(raw: bytes, explicit_session: str | None) -> tuple[UUID, IngestEvent]:
+    """A Claude Code hook body, and its x-tachograph-session-id, as the session and event.
+
+    Raises ApiError: 400 for a body that is not JSON, 422 for anything else wrong. The
+    route and the ingest fast path both read hooks through here.
+    """
     try:
-        return loads_checked(raw)
+        # A glance at the bytes proves most bodies clean; only the others are walked.
+        payload = json.loads(raw) if plainly_clean(raw) else loads_checked(raw)
     except TextProblem as exc:
         raise ApiError(422, "validation_error", f"{exc}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
+    try:
+        fields = dict(claude_payload_to_ingest(payload))
+    except ClaudePayloadError as exc:
+        raise ApiError(422, "invalid_hook_payload", f"{exc}.") from None
+    session_id = claude_session_id(explicit_session, fields)
+    return session_id, ingest_event(fields, text_checked=True)  # the body is known clean
+
+
+def hook_header(value: str | None) -> str | None:
+    """A header as the Claude route reads it: empty or blank is absent.
+
+    Claude Code sends an empty header when an allowed env var is unset.
+    """
+    return (value or "").strip() or None
 
 
 def _header(request: Request, name: str) -> str | None:
-    # Claude Code sends an empty header when an allowed env var is unset: treat as absent.
-    value = request.headers.get(name, "").strip()
-    return value or None
+    return hook_header(request.headers.get(name))
 
 
 def _position_headers(result: IngestResult) -> dict[str, str]:
@@ -107,14 +130,9 @@ def _position_headers(result: IngestResult) -> dict[str, str]:
 @router.post("/claude")
 async def claude_hook(request: Request, services: ServicesDep, actor: ActorDep) -> JSONResponse:
     """Claude Code's native HTTP hook: its hook JSON in, its answer format out."""
-    payload = await _json_body(request)
-    try:
-        fields = dict(claude_payload_to_ingest(payload))
-    except ClaudePayloadError as exc:
-        raise ApiError(422, "invalid_hook_payload", f"{exc}.") from None
-    session_id = claude_session_id(_header(request, "x-tachograph-session-id"), fields)
+    raw = await request.body()
+    session_id, event = claude_hook_event(raw, _header(request, "x-tachograph-session-id"))
     workspace = _header(request, "x-tachograph-workspace") or DEFAULT_WORKSPACE
-    event = ingest_event(fields, text_checked=True)  # loads_checked walked the whole body
     result = await run_in_threadpool(
         _claude_dispatch, services, session_id, workspace, event, actor
     )
