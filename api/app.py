@@ -8,13 +8,14 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from api.answer_first import AnswerFirstMiddleware
+from api.auth import AuthMiddleware
 from api.bootstrap import Services, build_services, freeze_startup_heap
 from api.errors import install_error_handlers
 from api.framework import framework_options
 from api.ingest_fast_path import IngestFastPath
 from api.input_limits import QueryGuardMiddleware
 from api.metrics import ProcessMetrics
-from api.middleware import ApiKeyMiddleware, BodyLimitMiddleware
+from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
 from api.openapi import install_openapi
 from api.routes import (
@@ -23,6 +24,7 @@ from api.routes import (
     autonomy_settings,
     health,
     hooks,
+    keys,
     learned,
     metrics,
     schedules,
@@ -94,11 +96,12 @@ def create_app(
         signals.router,
         learned.router,
         self_update.router,
+        keys.router,
     ):
         app.include_router(router)
     # Added first, so innermost: it sees only authenticated, size-checked requests.
     app.add_middleware(IngestFastPath, fastapi_app=app)
-    app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(QueryGuardMiddleware)
     app.add_middleware(ObservabilityMiddleware, fastapi_app=app, access_log=settings.access_log)

@@ -9,12 +9,16 @@ from functools import partial
 from uuid import UUID
 
 from apscheduler.triggers.interval import IntervalTrigger
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Recording
 
+from api.credentials import CredentialCache
 from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
 from domain.gateway import HookGateway
 from domain.group_commit import GroupCommitter
+from domain.keys import KeyService
+from domain.session import Session
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.pool_check import ping_when_stale
@@ -26,12 +30,14 @@ from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
 from projections.sessions import session_exists
 from projections.store import PostgresReadStore, ReadStore, SQLiteReadStore
+from scheduler.attempt_tokens import AttemptTokens
 from scheduler.autonomy import AutonomyRuntime
 from scheduler.maintenance import prune_hook_audit_job
 from scheduler.runtime import Job, SchedulerRuntime
 from scheduler.tasks import TaskRuntime, build_task_runtime
 
 log = logging.getLogger(__name__)
+_SESSION_WORKSPACES_KEPT = 10_000
 
 
 @dataclass
@@ -46,10 +52,13 @@ class Services:
     scheduler: SchedulerRuntime
     gateway: HookGateway
     transport: HttpxHookTransport
+    credentials: CredentialCache
+    keys: KeyService
     started: bool = field(default=False)
     tasks: TaskRuntime | None = None
     committer: GroupCommitter | None = None
     autonomy: AutonomyRuntime | None = None
+    _session_workspaces: dict[UUID, str] = field(default_factory=dict, repr=False)
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -57,6 +66,8 @@ class Services:
             return
         self.started = True
         self.runner.catch_up()
+        self.credentials.refresh()
+        self.credentials.start()
         self.runner.start()
         self.scheduler.start()
 
@@ -72,6 +83,7 @@ class Services:
         if self.committer is not None:
             self.committer.close()  # drain queued appends so the checkpoint covers them
         self.runner.stop()
+        self.credentials.stop()
         checkpoint_at_shutdown(self.runner)
         self.close()
 
@@ -81,6 +93,25 @@ class Services:
         self.transport.close()
         self.store.close()
         self.app.close()
+
+    def session_workspace(self, session_id: UUID) -> str | None:
+        """The workspace a session lives in, None for a session not created yet.
+
+        Sessions never move, so each answer is kept (bounded) once found.
+        """
+        known = self._session_workspaces.get(session_id)
+        if known is not None:
+            return known
+        try:
+            session: object = self.app.repository.get(session_id)
+        except AggregateNotFoundError:
+            return None
+        if not isinstance(session, Session):
+            return None
+        if len(self._session_workspaces) >= _SESSION_WORKSPACES_KEPT:
+            self._session_workspaces.clear()
+        self._session_workspaces[session_id] = session.workspace
+        return session.workspace
 
     def delete_session(self, session_id: UUID, actor: str) -> int | None:
         """Delete one session (SessionEnd first); the single path every deletion takes."""
@@ -119,6 +150,8 @@ def build_services(settings: Settings) -> Services:
         app = open_application(settings)
         store = open_read_store(settings, getattr(app.recorder, "breaker", None))
         ensure_schema(store, projections)
+        credentials = CredentialCache(store, settings.api_key)
+        credentials.ensure_schema()
     runner = ProjectionRunner(app, store, projections)
     app.on_commit = runner.wake
     app.on_recorded = partial(_recorded, runner)
@@ -139,7 +172,9 @@ def build_services(settings: Settings) -> Services:
     jobs: list[Job] = [
         Job("hook-audit-retention", lambda: prune_hook_audit_job(app), IntervalTrigger(hours=24)),
     ]
-    tasks = build_task_runtime(settings, app, store, gateway)
+    keys = KeyService(app)
+    tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
+    tasks = build_task_runtime(settings, app, store, gateway, tokens)
     jobs.extend(tasks.jobs())
     autonomy = AutonomyRuntime(settings, app, store, runner, transport, tasks)
     jobs.extend(autonomy.jobs())
@@ -153,6 +188,8 @@ def build_services(settings: Settings) -> Services:
         scheduler,
         gateway,
         transport,
+        credentials,
+        keys,
         tasks=tasks,
         committer=committer,
         autonomy=autonomy,

@@ -180,6 +180,13 @@ def cmd_hook_uninstall(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Issue, list and revoke credentials directly in the store."""
+    from api.keys_command import run
+
+    return run(args, _settings(), sys.stdout, sys.stderr)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check configuration, database, hooks, hooks.log and the executor; one line each."""
     from api.doctor import run_doctor
@@ -247,6 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "install":
             action.add_argument("--http", action="store_true", help="native HTTP hooks")
         action.set_defaults(func=func)
+
+    from api.keys_command import add_parser as add_keys_parser
+
+    add_keys_parser(sub)
+    sub.choices["keys"].set_defaults(func=cmd_keys)
 
     bench = sub.add_parser("bench", help="benchmarks beside same-run baselines (SPEC §12)")
     bench.add_argument("--store", choices=["sqlite", "postgres"])

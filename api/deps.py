@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request, Response
 
+from api.auth import request_principal
 from api.bootstrap import Services
+from api.credentials import Principal
 from api.errors import ApiError
 from api.input_limits import MAX_POSITION
 
@@ -21,14 +23,17 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def actor_label(services: Services) -> str:
-    """Who caused an event: the API key's holder, or an anonymous local client."""
-    return "api-key" if services.settings.api_key else "anonymous"
+async def get_principal(request: Request) -> Principal:
+    """The caller, as api/auth.py authenticated it."""
+    return request_principal(request)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
 async def get_actor(request: Request) -> str:
-    """Dependency form of actor_label."""
-    return actor_label(request.app.state.services)
+    """Who causes the command's events: `key:<label>`, `agent:...`, `task:...`, `anonymous`."""
+    return request_principal(request).actor
 
 
 ActorDep = Annotated[str, Depends(get_actor)]

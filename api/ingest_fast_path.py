@@ -32,8 +32,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.adapters.claude_code import decision_to_claude
+from api.auth import bound_session, may_write_session, principal_of
 from api.bootstrap import Services
-from api.deps import actor_label
+from api.credentials import Principal
 from api.errors import ApiError
 from api.input_limits import TEXT_CHECKED, plainly_clean
 from api.middleware import replaying
@@ -80,11 +81,19 @@ class IngestFastPath:
         path = scope["path"]
         attempt: Callable[[bytes], Awaitable[_Answer | None]]
         if path == CLAUDE_ROUTE:
-            explicit = hook_header(_header(scope, b"x-tachograph-session-id"))
-            attempt, label = partial(self._try_claude, explicit), _CLAUDE_LABEL
+            principal = principal_of(scope)  # both routes are authenticated (api/auth.py)
+            explicit = bound_session(
+                principal, hook_header(_header(scope, b"x-tachograph-session-id"))
+            )
+            attempt, label = partial(self._try_claude, principal, explicit), _CLAUDE_LABEL
         elif (match := _PATH.fullmatch(path)) is not None:
-            attempt, label = partial(self._try, match.group(1)), _ROUTE_LABEL
+            principal = principal_of(scope)
+            attempt, label = partial(self._try, principal, match.group(1)), _ROUTE_LABEL
         else:
+            await self.app(scope, receive, send)
+            return
+        if principal.binding.workspace_id is not None:
+            # The routes check a workspace binding, which may need the store.
             await self.app(scope, receive, send)
             return
         if scope["query_string"] or _content_type(scope) not in _JSON_TYPES:
@@ -99,7 +108,7 @@ class IngestFastPath:
         scope["route"] = label
         await _answer(send, *answer)
 
-    async def _try(self, raw_id: str, body: bytes) -> _Answer | None:
+    async def _try(self, principal: Principal, raw_id: str, body: bytes) -> _Answer | None:
         try:
             session_id = UUID(raw_id)
             # The model's text checks walk the whole body; a glance at the bytes can
@@ -108,15 +117,17 @@ class IngestFastPath:
             payload = LifecycleEvent.model_validate(json.loads(body), context=context)
         except (ValueError, ValidationError):
             return None  # the route answers with the canonical 422
-        result = await self._ingest(session_id, to_ingest(payload))
+        result = await self._ingest(principal, session_id, to_ingest(payload))
         return None if result is None else (result.decision(), result)
 
-    async def _try_claude(self, explicit_session: str | None, body: bytes) -> _Answer | None:
+    async def _try_claude(
+        self, principal: Principal, explicit_session: str | None, body: bytes
+    ) -> _Answer | None:
         try:
             session_id, event = claude_hook_event(body, explicit_session)
         except ApiError:
             return None  # the route answers with the canonical 400 or 422
-        result = await self._ingest(session_id, event, annotate=claude_note(event))
+        result = await self._ingest(principal, session_id, event, annotate=claude_note(event))
         if result is None:
             return None
         answer, _ = decision_to_claude(event.event, result.decision())
@@ -124,6 +135,7 @@ class IngestFastPath:
 
     async def _ingest(
         self,
+        principal: Principal,
         session_id: UUID,
         event: IngestEvent,
         annotate: Callable[[dict[str, Any]], str | None] | None = None,
@@ -133,8 +145,10 @@ class IngestFastPath:
         gateway = services.gateway
         if not gateway.knows_session(session_id):
             return None  # the route looks the session up (creates it, or answers 404)
+        if not may_write_session(principal, session_id, services.session_workspace):
+            return None  # the route answers the 403
         bind_log_context(session_id=session_id)  # reset by the observability middleware
-        actor = actor_label(services)
+        actor = principal.actor
         started = start_in_loop(
             gateway, session_id, event, actor, wake_once_per_batch=True, annotate=annotate
         )

@@ -17,7 +17,7 @@ from pydantic import ValidationInfo
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.middleware import _send_error
+from api.middleware import send_error
 
 MAX_JSON_DEPTH = 64
 MAX_POSITION = 2**63 - 1  # log positions, versions and revisions are 64-bit in both stores
@@ -107,6 +107,6 @@ class QueryGuardMiddleware:
             query: bytes = scope.get("query_string", b"")
             if b"%00" in query or b"\x00" in query:
                 message = "Query parameters may not contain NUL characters."
-                await _send_error(send, 422, "validation_error", message)
+                await send_error(send, 422, "validation_error", message)
                 return
         await self.app(scope, receive, send)

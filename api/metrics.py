@@ -94,6 +94,16 @@ WEBHOOK_REJECTED = Counter(
     "Coder webhook requests that failed verification, by reason",
     ["reason"],
 )
+FORBIDDEN = Counter(
+    "tachograph_forbidden_total",
+    "Requests refused 403 because the credential's role does not reach the route",
+    ["route", "role"],
+)
+UNAUTHORIZED = Counter(
+    "tachograph_unauthorized_total",
+    "Requests refused 401, by what was wrong with the credential",
+    ["reason"],
+)
 DATABASE_UNAVAILABLE = Counter(
     "tachograph_database_unavailable_total",
     "Requests answered 503 database_unavailable",

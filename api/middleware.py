@@ -1,8 +1,7 @@
-"""ASGI middleware: body size cap and API-key authentication for /api/*."""
+"""ASGI middleware: the request body size cap (authentication is api/auth.py)."""
 
 from __future__ import annotations
 
-import hmac
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -10,8 +9,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_BODY_BYTES = 1024 * 1024
 
 
-async def _send_error(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": code, "message": message}).encode()
+async def send_error(send: Send, status: int, code: str, message: str, **extra: object) -> None:
+    """An error answer straight from middleware, in the API's {error, message} shape."""
+    body = json.dumps({"error": code, "message": message, **extra}).encode()
     await send(
         {
             "type": "http.response.start",
@@ -39,7 +39,7 @@ class BodyLimitMiddleware:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await _send_error(send, 413, "payload_too_large", self._message())
+            await send_error(send, 413, "payload_too_large", self._message())
             return
         # Read the body up front (at most the cap plus one chunk) so an oversized
         # chunked upload is refused before any route sees a byte of it.
@@ -53,7 +53,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > self.max_bytes:
-                await _send_error(send, 413, "payload_too_large", self._message())
+                await send_error(send, 413, "payload_too_large", self._message())
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -77,27 +77,3 @@ def replaying(first: Message, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-class ApiKeyMiddleware:
-    """When a key is configured, /api/* requires header x-tachograph-key (constant-time)."""
-
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
-        self.app = app
-        self.key = api_key.encode() if api_key else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.key is not None and scope["type"] == "http" and _protected(scope["path"]):
-            given = dict(scope["headers"]).get(b"x-tachograph-key", b"")
-            if not hmac.compare_digest(given, self.key):
-                await _send_error(
-                    send, 401, "unauthorized", "Missing or wrong x-tachograph-key header."
-                )
-                return
-        await self.app(scope, receive, send)
-
-
-def _protected(path: str) -> bool:
-    # Claude Code's native hook carries the key in its configured headers; the Coder
-    # webhook authenticates with its own signed JWT instead.
-    return path.startswith("/api/") or path == "/api" or path == "/hooks/claude"

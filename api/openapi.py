@@ -13,6 +13,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from api.auth import required_capability
+from domain.credentials import NEEDED_ROLE
+
 ERROR_SCHEMA: dict[str, Any] = {
     "title": "Error",
     "type": "object",
@@ -54,7 +57,10 @@ HEALTH_SCHEMA: dict[str, Any] = {
 
 _DESCRIPTIONS = {
     "400": "Invalid JSON (`invalid_json`).",
-    "401": "Missing or wrong `x-tachograph-key` (when an API key is configured).",
+    "401": "Missing, malformed, unknown, expired or revoked `x-tachograph-key` "
+    "(`unauthorized`, with `reason`; a missing key only when an API key is configured).",
+    "403": "The credential's role does not reach this route, or an agent token is bound "
+    "elsewhere (`forbidden`, with `requiredRole` and `role`).",
     "404": "No such resource (`not_found`).",
     "409": "Conflict with the current state (`invalid_state`, `revision_conflict`, ...).",
     "413": "Request body over 1 MiB (`payload_too_large`).",
@@ -114,17 +120,27 @@ def complete(schema: dict[str, Any], *, api_key: bool = False) -> None:
             "type": "apiKey",
             "in": "header",
             "name": "x-tachograph-key",
-            "description": "TACHOGRAPH_API_KEY; compared in constant time.",
+            "description": "TACHOGRAPH_API_KEY (the bootstrap admin key) or a key from "
+            "`tachograph keys issue`; compared in constant time.",
         }
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             _complete_operation(path, method, operation)
-            if api_key and _protected(path):
-                operation["security"] = [{"apiKey": []}]
+            role = required_role(method, path)
+            if role is not None:
+                operation["x-tachograph-role"] = role
+                if api_key:
+                    operation["security"] = [{"apiKey": []}]
+
+
+def required_role(method: str, path: str) -> str | None:
+    """The smallest role an operation needs (api/auth.py decides), None when public."""
+    capability = required_capability(method.upper(), path)
+    return None if capability is None else NEEDED_ROLE[capability]
 
 
 def _protected(path: str) -> bool:
-    return path.startswith("/api/") or path == "/hooks/claude"
+    return required_capability("GET", path) is not None
 
 
 def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
@@ -150,6 +166,7 @@ def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
         responses["200"] = health
         responses["503"] = health
         responses["401"] = _error("401")
+        responses["403"] = _error("403")
         return
     if (path, method) in _IDEMPOTENT_CREATES:
         responses.setdefault(
@@ -162,7 +179,7 @@ def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
     if "requestBody" in op:
         codes += ["400", "413"]
     if _protected(path):
-        codes.append("401")
+        codes += ["401", "403"]
     if path.startswith("/api/") or path == "/hooks/coder":
         codes.append("404")  # the resource, or one the body names (a workspace, a task)
     if method in _MUTATING:

@@ -22,9 +22,13 @@ from pathlib import Path
 from typing import Protocol
 
 PLACEHOLDER = re.compile(r"\{(prompt|model|taskId|workspace)\}")
-# Never handed to an agent: they unlock the database, the audit signing key or hook secrets.
+# Never handed to an agent: they unlock the database, the audit signing key, hook
+# secrets or the API (the bootstrap admin key; the server's own agent token, if any:
+# each attempt gets a token of its own instead).
 SERVER_SECRETS = frozenset(
     {
+        "TACHOGRAPH_API_KEY",
+        "TACHOGRAPH_AGENT_TOKEN",
         "TACHOGRAPH_DATABASE_URL",
         "TACHOGRAPH_CODER_HOOK_SECRET",
         "TACHOGRAPH_LOG_SIGNING_KEY",
@@ -100,10 +104,19 @@ def task_env(
     session_id: str,
     url: str,
     workspace: str,
+    agent_token: str | None = None,
+    secret_values: Iterable[str | None] = (),
 ) -> dict[str, str]:
-    """The agent's environment: the server's minus its secrets, plus the task's identity."""
+    """The agent's environment: the server's minus its secrets, plus the task's identity.
+
+    A variable is withheld when its name is a secret's, and also when its value is one
+    (an admin key copied into another variable reaches no agent either).
+    """
     hidden = SERVER_SECRETS | frozenset(drop)
-    env = {k: v for k, v in base.items() if k not in hidden}
+    values = {v for v in secret_values if v}
+    env = {k: v for k, v in base.items() if k not in hidden and v not in values}
+    if agent_token is not None:
+        env["TACHOGRAPH_AGENT_TOKEN"] = agent_token  # bound to this attempt's session
     env.update(
         {
             "TACHOGRAPH_TASK_ID": task_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from projections.api_keys import ApiKeysProjection
 from projections.autonomy import AutonomySettingsProjection
 from projections.base import Projection
 from projections.hook_audit import HookAuditProjection
@@ -24,6 +25,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     AutonomySettingsProjection,
     SignalsProjection,
     LearnedProjection,
+    ApiKeysProjection,
 )
 
 

@@ -41,6 +41,7 @@ from infra.settings import Settings
 from projections.schedules import due_user_schedule_ids
 from projections.store import ReadStore
 from projections.tasks import active_task_ids, due_task_ids
+from scheduler.attempt_tokens import AttemptTokens
 from scheduler.cron import cron_fire_times
 from scheduler.liveness import WorkerRegistry
 from scheduler.runtime import Job
@@ -160,8 +161,10 @@ class TaskExecutor:
         runner: CommandRunner,
         hooks: TaskHooks | None,
         worker: str,
+        tokens: AttemptTokens | None = None,
     ) -> None:
         assert settings.task_command is not None
+        self.tokens = tokens
         self.settings = settings
         self.template = settings.task_command
         self.app = app
@@ -271,6 +274,32 @@ class TaskExecutor:
         writer.note("status", f"attempt {claim.attempt} started")
         workspace = self.app.get_workspace(claim.workspace)
         cwd = Path(self.settings.workspace_root, workspace.path).resolve()
+        token = self._issue_token(claim)
+        try:
+            self._execute(claim, writer, cwd, token)
+        finally:
+            self._revoke_token(claim)  # no-op when the attempt's end already revoked it
+
+    def _issue_token(self, claim: Claim) -> str | None:
+        if self.tokens is None:
+            return None
+        # Valid while the process may live: the attempt's timeout plus the kill grace.
+        lifetime = self.runner.timeout_s + self.runner.grace_s
+        return self.tokens.issue(
+            claim.task_id, claim.attempt, claim.session_id, claim.turn_id, lifetime
+        )
+
+    def _revoke_token(self, claim: Claim) -> None:
+        tokens = self.tokens
+        if tokens is not None:
+            self._settle_retrying(
+                lambda: tokens.revoke(claim.task_id, claim.attempt, "the attempt ended")
+            )
+
+    def _execute(
+        self, claim: Claim, writer: TranscriptWriter, cwd: Path, token: str | None
+    ) -> None:
+        context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}
         spec = CommandSpec(
             argv=build_argv(
                 self.template,
@@ -288,6 +317,13 @@ class TaskExecutor:
                 session_id=str(claim.session_id),
                 url=self.settings.url,
                 workspace=claim.workspace,
+                agent_token=token,
+                secret_values=(
+                    self.settings.api_key,
+                    self.settings.coder_hook_secret,
+                    self.settings.log_signing_key,
+                    *self.settings.secrets.values(),
+                ),
             ),
         )
         stop = StopCheck(self.service, claim, self.worker, self.shutting_down)
@@ -302,6 +338,9 @@ class TaskExecutor:
             )
 
         result = self.runner.run(spec, writer, stop, unreaped)
+        # Revoked before the end is recorded: whoever sees the attempt settled finds the
+        # token already refused.
+        self._revoke_token(claim)
         writer.note(*_ending(result, self.runner.timeout_s))
         writer.flush()
         if not result.reaped:
@@ -396,8 +435,10 @@ class TaskRuntime:
         hooks: TaskHooks | None,
         *,
         clock: Callable[[], datetime] = utcnow,
+        tokens: AttemptTokens | None = None,
     ) -> None:
         self.settings = settings
+        self.tokens = tokens
         self.app = app
         self.store = store
         self.hooks = hooks
@@ -410,7 +451,14 @@ class TaskRuntime:
                 timeout_s=settings.task_timeout_s, grace_s=settings.task_kill_grace_s
             )
             self.executor = TaskExecutor(
-                settings, app, store, self.service, runner, hooks, self.registry.worker_id
+                settings,
+                app,
+                store,
+                self.service,
+                runner,
+                hooks,
+                self.registry.worker_id,
+                tokens,
             )
         self._recovered_at: float | None = None
         self._lock = threading.Lock()
@@ -461,6 +509,11 @@ class TaskRuntime:
                 continue
             recovered += 1
             log.warning("recovered task: %s", reason, extra={"task_id": task.id})
+            if self.tokens is not None:
+                try:  # the lost attempt's agent may outlive its worker: refuse its token
+                    self.tokens.revoke(task.id, task.attempt_count, reason)
+                except Exception as exc:  # noqa: BLE001 - it still expires at its deadline
+                    log.warning("revoking a recovered attempt's token failed: %s", exc)
             if self.hooks is not None and task.session_id and task.turn_id:
                 ev = IngestEvent(
                     event="TaskStop",
@@ -504,10 +557,14 @@ class TaskRuntime:
 
 
 def build_task_runtime(
-    settings: Settings, app: Tachograph, store: ReadStore, hooks: TaskHooks | None
+    settings: Settings,
+    app: Tachograph,
+    store: ReadStore,
+    hooks: TaskHooks | None,
+    tokens: AttemptTokens | None = None,
 ) -> TaskRuntime:
     """Create the runtime and its worker table (under the schema lock, like every DDL)."""
-    runtime = TaskRuntime(settings, app, store, hooks)
+    runtime = TaskRuntime(settings, app, store, hooks, tokens=tokens)
     with schema_lock(settings):
         runtime.registry.ensure_schema()
     return runtime

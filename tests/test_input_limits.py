@@ -45,6 +45,7 @@ def body_routes(client: TestClient) -> list[tuple[str, str]]:
 def with_ids(path: str) -> str:
     """A path template with plausible values (the size check comes first anyway)."""
     values = {"slug": "default", "kind": "overlay", "agent_id": "agent-1", "key": "key-1"}
+    values["label"] = "key-label"
     for name in ("session_id", "task_id", "schedule_id", "signal_id", "revision_id"):
         values[name] = str(uuid.uuid4())
     return path.format(**values)

@@ -28,8 +28,9 @@ from api.adapters.coder import (
     timeout_answer,
     verify_coder_request,
 )
+from api.auth import authorize_session_in_loop, bound_session, bound_workspace, request_principal
 from api.bootstrap import Services
-from api.deps import ActorDep, ServicesDep
+from api.deps import ServicesDep
 from api.errors import ApiError
 from api.input_limits import (
     TEXT_CHECKED,
@@ -127,14 +128,23 @@ def _position_headers(result: IngestResult) -> dict[str, str]:
     return headers
 
 
+CLAUDE_ROUTE = "/hooks/claude"
+
+
 @router.post("/claude")
-async def claude_hook(request: Request, services: ServicesDep, actor: ActorDep) -> JSONResponse:
+async def claude_hook(request: Request, services: ServicesDep) -> JSONResponse:
     """Claude Code's native HTTP hook: its hook JSON in, its answer format out."""
     raw = await request.body()
-    session_id, event = claude_hook_event(raw, _header(request, "x-tachograph-session-id"))
-    workspace = _header(request, "x-tachograph-workspace") or DEFAULT_WORKSPACE
+    principal = request_principal(request)
+    explicit = bound_session(principal, _header(request, "x-tachograph-session-id"))
+    session_id, event = claude_hook_event(raw, explicit)
+    workspace = (
+        bound_workspace(principal, _header(request, "x-tachograph-workspace"), CLAUDE_ROUTE)
+        or DEFAULT_WORKSPACE
+    )
+    await authorize_session_in_loop(principal, session_id, services.session_workspace, CLAUDE_ROUTE)
     result = await run_in_threadpool(
-        _claude_dispatch, services, session_id, workspace, event, actor
+        _claude_dispatch, services, session_id, workspace, event, principal.actor
     )
     answer, _ = decision_to_claude(event.event, result.decision())
     return JSONResponse(answer, headers=_position_headers(result))

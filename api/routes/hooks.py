@@ -14,8 +14,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from api.auth import authorize_session_in_loop, request_principal
 from api.bootstrap import Services
-from api.deps import Consistent, ServicesDep, actor_label
+from api.deps import Consistent, ServicesDep
 from api.schemas import LifecycleEvent
 from domain.errors import NotFound
 from domain.gateway import HookGateway, IngestEvent, IngestResult
@@ -23,6 +24,7 @@ from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"])
+EVENTS_ROUTE = "/api/sessions/{session_id}/events"
 
 
 def to_ingest(body: LifecycleEvent) -> IngestEvent:
@@ -103,7 +105,9 @@ async def ingest_event(session_id: UUID, body: LifecycleEvent, request: Request)
     # No Depends() here either: FastAPI's per-request dependency solving was ~10% of
     # this route's CPU under load.
     services: Services = request.app.state.services
-    actor = actor_label(services)
+    principal = request_principal(request)
+    await authorize_session_in_loop(principal, session_id, services.session_workspace, EVENTS_ROUTE)
+    actor = principal.actor
     gateway = services.gateway
     event = to_ingest(body)
     started = start_in_loop(gateway, session_id, event, actor)

@@ -7,9 +7,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
+from api.auth import authorize_session
 from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
 from api.bootstrap import Services
-from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
 from api.routes.autonomy_settings import autonomy_of
 from domain.errors import NotFound
 from projections.signals import get_signal, list_signals
@@ -24,11 +25,19 @@ def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:
     return row
 
 
+SIGNALS_ROUTE = "/api/autonomy/signals"
+
+
 @router.post("", status_code=201)
 def record_signal(
-    body: SignalCreate, services: ServicesDep, actor: ActorDep, response: Response
+    body: SignalCreate, services: ServicesDep, principal: PrincipalDep, response: Response
 ) -> dict[str, Any]:
     """Record evidence of one agent turn; a repeat of (agentId, traceId, kind) answers 200."""
+    bound = principal.binding.session_id
+    session_id = body.sessionId or (UUID(bound) if bound is not None else None)
+    if session_id is not None:
+        authorize_session(principal, session_id, services.session_workspace, SIGNALS_ROUTE)
+    actor = principal.actor
     recorded, created = autonomy_of(services).signals.record(
         body.agentId,
         body.traceId,
@@ -37,7 +46,7 @@ def record_signal(
         body.outcome,
         body.failure,
         body.failureClass,
-        body.sessionId,
+        session_id,
         actor,
     )
     position = recorded.position

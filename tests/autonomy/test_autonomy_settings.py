@@ -35,16 +35,16 @@ def test_settings_default_to_off_and_changes_are_recorded_with_their_actor(
         assert (body["evolution"], body["skillCreation"], body["updatedBy"]) == (
             True,
             False,
-            "api-key",
+            "key:admin",
         )
         again = client.patch("/api/settings/autonomy", json={"evolution": True})
         assert again.json() == body  # a no-op appends nothing
         client.patch("/api/settings/autonomy", json={"selfUpdate": True, "evolution": False})
         stream = client.get(f"/api/streams/{AUTONOMY_SETTINGS_ID}").json()
         assert [(e["type"], e["data"]["actor"]) for e in stream["events"]] == [
-            ("AutonomySettings.Created", "api-key"),
-            ("AutonomySettings.Changed", "api-key"),
-            ("AutonomySettings.Changed", "api-key"),
+            ("AutonomySettings.Created", "key:admin"),
+            ("AutonomySettings.Changed", "key:admin"),
+            ("AutonomySettings.Changed", "key:admin"),
         ]
         assert stream["events"][2]["data"]["changes"] == {"self_update": True, "evolution": False}
         # The gate follows selfUpdate in the same transaction, also audited.

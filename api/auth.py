@@ -1,0 +1,190 @@
+"""Authentication and role checks for every request, before any route sees it.
+
+One table decides what each route needs (`required_capability`); the OpenAPI document
+states it per operation and tests/test_roles.py holds every route to it. Checks that
+depend on the body (an agent token writing only to its own session) are in the hook
+routes, through `authorize_session`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from uuid import UUID
+
+from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.credentials import UNKNOWN, CredentialCache, Principal, Refused
+from api.errors import ApiError
+from api.metrics import FORBIDDEN, UNAUTHORIZED
+from api.middleware import send_error
+from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
+
+PRINCIPAL = "tachograph.principal"
+_EVENTS = re.compile(r"^/api/sessions/[^/]+/events$")
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Administration: who may change policy, register directories and hold credentials.
+_ADMIN_PREFIXES = ("/api/keys", "/api/workspaces", "/api/settings/autonomy")
+
+
+def required_capability(method: str, path: str) -> str | None:
+    """What a request needs; None for the public surface (page, docs, /metrics, Coder)."""
+    if path == "/hooks/claude":
+        return HOOKS
+    if path != "/api" and not path.startswith("/api/"):
+        return None  # /hooks/coder verifies its own signed JWT
+    if path.startswith("/api/keys"):
+        return ADMINISTER  # listing credentials is administration too
+    if method in _READS:
+        return READ
+    if _EVENTS.match(path) or path == "/api/autonomy/signals":
+        return HOOKS
+    if path.startswith(_ADMIN_PREFIXES):
+        return ADMINISTER
+    return OPERATE
+
+
+class AuthMiddleware:
+    """Resolve the caller's credential; refuse 401 or 403 before the app sees the request."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: FastAPI, credentials: CredentialCache) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+        self.credentials = credentials
+        self._templates: list[tuple[re.Pattern[str], str]] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        needed = required_capability(scope["method"], scope["path"])
+        if needed is None:
+            await self.app(scope, receive, send)
+            return
+        presented = _header(scope, b"x-tachograph-key")
+        found = self.credentials.authenticate(presented)
+        if found is UNKNOWN and self.credentials.may_catch_up():
+            # Perhaps issued a moment ago on another replica: read the changes once.
+            await run_in_threadpool(self.credentials.refresh)
+            found = self.credentials.authenticate(presented)
+        if isinstance(found, Refused):
+            UNAUTHORIZED.labels(reason=found.reason).inc()
+            await send_error(send, 401, "unauthorized", found.message, reason=found.reason)
+            return
+        if not found.can(needed):
+            role = NEEDED_ROLE[needed]
+            FORBIDDEN.labels(route=self._route(scope), role=found.role).inc()
+            who = f"the key {found.label!r}" if found.label else "this caller"
+            await send_error(
+                send,
+                403,
+                "forbidden",
+                f"This route needs the {role} role; {who} has the {found.role} role.",
+                requiredRole=role,
+                role=found.role,
+            )
+            return
+        scope[PRINCIPAL] = found
+        await self.app(scope, receive, send)
+
+    def _route(self, scope: Scope) -> str:
+        """The route template, as the other metrics label requests (refusals only)."""
+        if self._templates is None:
+            self._templates = [
+                (re.compile("^" + re.sub(r"\{\w+\}", "[^/]+", path) + "$"), path)
+                for path in self.fastapi_app.openapi()["paths"]
+            ]
+        for pattern, template in self._templates:
+            if pattern.match(scope["path"]):
+                return template
+        return "unmatched"
+
+
+def principal_of(scope: Scope) -> Principal:
+    """The caller the middleware established (every protected route has one)."""
+    principal: Principal = scope[PRINCIPAL]
+    return principal
+
+
+def request_principal(request: Request) -> Principal:
+    return principal_of(request.scope)
+
+
+def bound_session(principal: Principal, header: str | None) -> str | None:
+    """The session a hook names, filling in a session-bound token's own session."""
+    if header is None and principal.binding.session_id is not None:
+        return principal.binding.session_id
+    return header
+
+
+def bound_workspace(principal: Principal, header: str | None, route: str) -> str | None:
+    """The workspace a hook names; a workspace-bound token's own, or 403 for another."""
+    own = principal.binding.workspace_id
+    if own is None:
+        return header
+    if header is not None and header != own:
+        raise _forbidden_binding(principal, f"workspace {header!r}", route)
+    return own
+
+
+def may_write_session(
+    principal: Principal, session_id: UUID, workspace_of: Callable[[UUID], str | None]
+) -> bool:
+    """Whether this caller may write hook events into the session (agent tokens: bound)."""
+    binding = principal.binding
+    if binding.session_id is not None:
+        return str(session_id) == binding.session_id
+    if binding.workspace_id is not None:
+        workspace = workspace_of(session_id)  # None: a new session, created in its own
+        return workspace is None or workspace == binding.workspace_id
+    return True
+
+
+def authorize_session(
+    principal: Principal,
+    session_id: UUID,
+    workspace_of: Callable[[UUID], str | None],
+    route: str,
+) -> None:
+    """may_write_session, or the 403 naming what the token is bound to."""
+    if not may_write_session(principal, session_id, workspace_of):
+        raise _forbidden_binding(principal, f"session {session_id}", route)
+
+
+async def authorize_session_in_loop(
+    principal: Principal,
+    session_id: UUID,
+    workspace_of: Callable[[UUID], str | None],
+    route: str,
+) -> None:
+    """authorize_session from async code: a workspace binding may read the store."""
+    if principal.binding.workspace_id is None:
+        authorize_session(principal, session_id, workspace_of, route)
+    else:
+        await run_in_threadpool(authorize_session, principal, session_id, workspace_of, route)
+
+
+def _forbidden_binding(principal: Principal, what: str, route: str) -> ApiError:
+    binding = principal.binding
+    own = (
+        f"session {binding.session_id}"
+        if binding.session_id is not None
+        else f"workspace {binding.workspace_id!r}"
+    )
+    FORBIDDEN.labels(route=route, role=principal.role).inc()
+    return ApiError(
+        403,
+        "forbidden",
+        f"This agent token is bound to {own}; it cannot write to {what}.",
+        requiredRole=principal.role,
+        role=principal.role,
+    )
+
+
+def _header(scope: Scope, wanted: bytes) -> bytes | None:
+    for name, value in scope["headers"]:
+        if name == wanted:
+            return bytes(value)
+    return None
