@@ -1,21 +1,55 @@
-"""`tachograph doctor`: one line per check, non-zero exit when any fails."""
+"""`tachograph doctor`: one line per check, non-zero exit when any fails.
+
+A risky but working setup gets one `WARN` line per finding instead of the `ok` line; like
+the other non-fatal findings (no executor, no managed hooks) it keeps the exit code 0.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import shlex
 import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
+from api.adapters.claude_settings import (
+    ADMIN_KEY_ENV,
+    AGENT_TOKEN_ENV,
+    SETTINGS_RELATIVE_PATH,
+    count_admin_key_hooks,
+)
 from infra.settings import Settings, SettingsError
 
-Check = Callable[[Settings], str]
+AGENT_TOKEN_FIX: Final = (
+    "give agents a token from `tachograph keys issue --role agent --session ID` "
+    f"in {AGENT_TOKEN_ENV} instead"
+)
+OPEN_API_WARNING: Final = (
+    f"{ADMIN_KEY_ENV} is unset, so the API is open: any local process, including governed "
+    f"agents, can call every route; set {ADMIN_KEY_ENV} (the admin key) on the server and give "
+    f"agents tokens from `tachograph keys issue --role agent --session ID` in {AGENT_TOKEN_ENV}"
+)
+# Where Claude Code reads hooks in a project: `hook install` writes the first.
+PROJECT_SETTINGS: Final = (SETTINGS_RELATIVE_PATH, Path(".claude") / "settings.json")
+USER_SETTINGS: Final = Path(".claude") / "settings.json"
+
+
+@dataclass(frozen=True)
+class Warnings:
+    """Non-fatal findings of a check, each naming the problem and its fix."""
+
+    findings: tuple[str, ...]
+
+
+Check = Callable[[Settings], str | Warnings]
 
 
 class CheckFailed(Exception):
@@ -81,6 +115,113 @@ def check_path(settings: Settings) -> str:
     return found
 
 
+def check_credentials(settings: Settings, env: Mapping[str, str]) -> str | Warnings:
+    """Warn where the bootstrap admin key reaches agents, or when no key guards the API."""
+    files = _claude_settings_files(settings, env)
+    findings = _admin_key_exports(settings, env)
+    for path, project in files:
+        findings += _settings_file_findings(path, project, settings.api_key)
+    if findings:
+        return Warnings(tuple(findings))
+    return (
+        "admin key not handed to agents (task command, environment, "
+        f"{len(files)} Claude Code settings file(s) checked)"
+    )
+
+
+def _admin_key_exports(settings: Settings, env: Mapping[str, str]) -> list[str]:
+    """Find copies of the admin key in the task command and the environment agents inherit."""
+    key = settings.api_key
+    if key is None:
+        return [OPEN_API_WARNING]
+    findings = [
+        f"TACHOGRAPH_TASK_COMMAND[{index}] contains the admin key ({ADMIN_KEY_ENV}), so every "
+        f"task agent receives it; remove it and {AGENT_TOKEN_FIX}"
+        for index, arg in enumerate(settings.task_command or ())
+        if key in arg
+    ]
+    # The executor strips TACHOGRAPH_API_KEY itself; a copy under another name gets through,
+    # and so does anything inherited by an agent started from this shell.
+    findings += [
+        f"{name} holds a copy of the admin key (the value of {ADMIN_KEY_ENV}), which agents "
+        f"started from this environment inherit; keep the admin key in {ADMIN_KEY_ENV} only "
+        f"and {AGENT_TOKEN_FIX}"
+        for name in sorted(env)
+        if name != ADMIN_KEY_ENV and env[name].strip() == key
+    ]
+    return findings
+
+
+def _claude_settings_files(
+    settings: Settings, env: Mapping[str, str]
+) -> list[tuple[Path, Path | None]]:
+    """Return existing Claude Code settings files with their project dir (None: user file)."""
+    root = settings.workspace_root
+    candidates: list[tuple[Path, Path | None]] = [
+        (project / relative, project)
+        for project in [root, *_subdirectories(root)]
+        for relative in PROJECT_SETTINGS
+    ]
+    if env.get("HOME"):
+        candidates.append((Path(env["HOME"]) / USER_SETTINGS, None))
+    unique: dict[Path, tuple[Path, Path | None]] = {}
+    for path, project in candidates:
+        if path.is_file():
+            unique.setdefault(path.resolve(), (path, project))
+    return list(unique.values())
+
+
+def _subdirectories(root: Path) -> list[Path]:
+    """Return the directories right below root; registered workspaces live there."""
+    try:
+        return sorted(child for child in root.iterdir() if child.is_dir())
+    except OSError:
+        return []
+
+
+def _settings_file_findings(path: Path, project: Path | None, key: str | None) -> list[str]:
+    """Find the admin key, or hooks that send it, in one Claude Code settings file."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return [f"cannot read {path} to check it for the admin key: {exc.strerror or exc}"]
+    findings = []
+    if key is not None and _contains(text, key):
+        findings.append(
+            f"{path} contains the admin key (the value of {ADMIN_KEY_ENV}), which Claude Code "
+            f"hands to the agent; remove it and {AGENT_TOKEN_FIX}"
+        )
+    hooks = count_admin_key_hooks(_json_or_none(text))
+    if hooks:
+        findings.append(
+            f"{path} has {hooks} Tachograph hook(s) that send {ADMIN_KEY_ENV}, the admin key; "
+            f"{_reinstall_hint(path, project)} and {AGENT_TOKEN_FIX}"
+        )
+    return findings
+
+
+def _contains(text: str, key: str) -> bool:
+    """Tell whether the key appears in JSON text, raw or as a JSON string escapes it."""
+    return key in text or json.dumps(key)[1:-1] in text
+
+
+def _json_or_none(text: str) -> object:
+    """Parse JSON text; an unparsable file has no hooks Claude Code would run."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _reinstall_hint(path: Path, project: Path | None) -> str:
+    """Say how to replace old hooks: `hook install` rewrites only settings.local.json."""
+    target = shlex.quote(str(project)) if project is not None else "<project dir>"
+    install = f"re-run `tachograph hook install claude {target}`"
+    if path.name == SETTINGS_RELATIVE_PATH.name:
+        return install
+    return f"remove them from this file, {install}"
+
+
 CHECKS: list[tuple[str, Check]] = [
     ("database", check_database),
     ("hooks", check_hooks),
@@ -98,8 +239,14 @@ def run_doctor(out: IO[str], environ: dict[str, str] | None = None) -> int:
         print(f"FAIL settings: {exc}", file=out)
         return 1
     print("ok   settings: environment parsed", file=out)
+    env = os.environ if environ is None else environ
+    # Unlike the other checks it reads the raw environment: copies of the key hide there.
+    checks: list[tuple[str, Check]] = [
+        *CHECKS,
+        ("credentials", functools.partial(check_credentials, env=env)),
+    ]
     failed = 0
-    for name, check in CHECKS:
+    for name, check in checks:
         try:
             detail = check(settings)
         except CheckFailed as exc:
@@ -109,5 +256,14 @@ def run_doctor(out: IO[str], environ: dict[str, str] | None = None) -> int:
             failed += 1
             print(f"FAIL {name}: {type(exc).__name__}: {exc}", file=out)
         else:
-            print(f"ok   {name}: {detail}", file=out)
+            _report(out, name, detail)
     return 1 if failed else 0
+
+
+def _report(out: IO[str], name: str, detail: str | Warnings) -> None:
+    """Print a passed check's line, or one warning line per finding."""
+    if isinstance(detail, str):
+        print(f"ok   {name}: {detail}", file=out)
+        return
+    for finding in detail.findings:
+        print(f"WARN {name}: {finding}", file=out)

@@ -32,9 +32,13 @@ FAIL_CLOSED_REASON: Final = (
 )
 USAGE: Final = "usage: tachograph hook claude [<Event>] [--fail-closed]"
 
+_KEY_HEADER: Final = "x-tachograph-key"
+# The agent's own narrow token first; the admin key only for setups from before agent
+# tokens existed (legacy: `tachograph doctor` warns where it finds the admin key exported).
+_KEY_ENV: Final = ("TACHOGRAPH_AGENT_TOKEN", "TACHOGRAPH_API_KEY")
+
 # Header -> environment variable; a header is sent only when its variable is set.
 _FORWARDED_ENV: Final = (
-    ("x-tachograph-key", "TACHOGRAPH_API_KEY"),
     ("x-tachograph-session-id", "TACHOGRAPH_SESSION_ID"),
     ("x-tachograph-workspace", "TACHOGRAPH_WORKSPACE"),
 )
@@ -45,7 +49,7 @@ class DeliveryError(Exception):
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuse redirects: the API key must only ever go to the configured server."""
+    """Refuse redirects: the credential must only ever go to the configured server."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         """Return no follow-up request, so a 3xx surfaces as an HTTPError."""
@@ -110,6 +114,9 @@ def _deliver(payload: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, An
     url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + HOOK_PATH
     headers = {"content-type": "application/json", "accept": "application/json"}
     headers.update({h: env[var] for h, var in _FORWARDED_ENV if env.get(var)})
+    key = next((env[var] for var in _KEY_ENV if env.get(var)), None)
+    if key is not None:
+        headers[_KEY_HEADER] = key
     request = urllib.request.Request(
         url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST"
     )

@@ -1,4 +1,4 @@
-"""`tachograph doctor`: one line per check, non-zero exit on any failure."""
+"""`tachograph doctor`: one line per check, non-zero exit on any failure, not on warnings."""
 
 from __future__ import annotations
 
@@ -26,8 +26,12 @@ def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_healthy_setup_passes_every_check(settings: Settings) -> None:
-    env = {**env_for(settings), "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin"}
+def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) -> None:
+    env = {
+        **env_for(settings.with_(api_key="doctor-admin-key")),
+        "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
     result = doctor(env)
     lines = result.stdout.splitlines()
     assert [line.split()[1].rstrip(":") for line in lines] == [
@@ -37,6 +41,7 @@ def test_healthy_setup_passes_every_check(settings: Settings) -> None:
         "hooks.log",
         "executor",
         "path",
+        "credentials",
     ]
     assert result.returncode == 0, result.stdout
     assert all(line.startswith("ok") for line in lines)
@@ -62,6 +67,8 @@ def test_each_problem_is_reported_and_fails(settings: Settings) -> None:
     }
     assert failed == {"hooks.log", "executor", "path"}
     assert "connection refused" in result.stdout
+    # A warning is reported beside the failures but is not one of them.
+    assert "WARN credentials: TACHOGRAPH_API_KEY is unset" in result.stdout
 
 
 def test_bad_settings_fail_first(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,7 +16,10 @@ from api.adapters.claude_code import NORMALISED_EVENTS
 SETTINGS_RELATIVE_PATH: Final = Path(".claude") / "settings.local.json"
 COMMAND_PREFIX: Final = "tachograph hook claude"
 HOOK_PATH: Final = "/hooks/claude"
-HTTP_ENV_VARS: Final = ("TACHOGRAPH_API_KEY", "TACHOGRAPH_SESSION_ID", "TACHOGRAPH_WORKSPACE")
+# Agents hold a narrow agent token; the bootstrap admin key stays with the operator.
+AGENT_TOKEN_ENV: Final = "TACHOGRAPH_AGENT_TOKEN"
+ADMIN_KEY_ENV: Final = "TACHOGRAPH_API_KEY"
+HTTP_ENV_VARS: Final = (AGENT_TOKEN_ENV, "TACHOGRAPH_SESSION_ID", "TACHOGRAPH_WORKSPACE")
 
 # Claude Code runs only `command` (and `mcp_tool`) hooks on SessionStart and silently drops
 # an `http` one (hooks reference, SessionStart), so http mode still uses the command there.
@@ -24,6 +28,10 @@ COMMAND_ONLY_EVENTS: Final = frozenset({"SessionStart"})
 # Own command entries, optionally after `NAME=value` assignments (http mode pins the URL).
 _OWN_COMMAND: Final = re.compile(
     r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*" + re.escape(COMMAND_PREFIX) + r"(?:\s|$)"
+)
+# `$NAME` or `${NAME}`, the two forms Claude Code interpolates in http hook headers.
+_ADMIN_KEY_REFERENCE: Final = re.compile(
+    r"\$(?:" + ADMIN_KEY_ENV + r"(?![A-Za-z0-9_])|\{" + ADMIN_KEY_ENV + r"\})"
 )
 
 
@@ -78,6 +86,35 @@ def is_own_entry(entry: object) -> bool:
     return isinstance(url, str) and url.rstrip("/").endswith(HOOK_PATH)
 
 
+def count_admin_key_hooks(settings: object) -> int:
+    """Count Tachograph's own handlers that would send the admin key (earlier releases did)."""
+    own = filter(is_own_entry, _handlers(settings))
+    return sum(1 for entry in own if _sends_admin_key(entry))
+
+
+def _handlers(settings: object) -> Iterator[dict[str, Any]]:
+    """Yield every hook handler of a settings object, skipping shapes Claude Code ignores."""
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    if not isinstance(hooks, dict):
+        return
+    for groups in hooks.values():
+        for group in groups if isinstance(groups, list) else []:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for handler in handlers if isinstance(handlers, list) else []:
+                if isinstance(handler, dict):
+                    yield handler
+
+
+def _sends_admin_key(entry: dict[str, Any]) -> bool:
+    """Tell whether a handler interpolates the admin key into a header or may read it."""
+    headers, allowed = entry.get("headers"), entry.get("allowedEnvVars")
+    if isinstance(allowed, list) and ADMIN_KEY_ENV in allowed:
+        return True
+    return isinstance(headers, dict) and any(
+        isinstance(value, str) and _ADMIN_KEY_REFERENCE.search(value) for value in headers.values()
+    )
+
+
 def _own_entry(event: str, *, http: bool, base_url: str) -> dict[str, Any]:
     """Build Tachograph's hook handler for one event."""
     command = f"{COMMAND_PREFIX} {event}"
@@ -90,7 +127,7 @@ def _own_entry(event: str, *, http: bool, base_url: str) -> dict[str, Any]:
         "type": "http",
         "url": base_url + HOOK_PATH,
         "headers": {
-            "x-tachograph-key": "$TACHOGRAPH_API_KEY",
+            "x-tachograph-key": "$TACHOGRAPH_AGENT_TOKEN",
             "x-tachograph-session-id": "$TACHOGRAPH_SESSION_ID",
             "x-tachograph-workspace": "$TACHOGRAPH_WORKSPACE",
         },

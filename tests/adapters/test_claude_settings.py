@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from api.adapters.claude_settings import (
     is_own_entry,
     uninstall_claude_hooks,
 )
+from api.cli import main as cli_main
 
 URL = "http://127.0.0.1:8000"
 
@@ -37,6 +39,36 @@ USER_SETTINGS: dict[str, Any] = {
     },
     "env": {"FOO": "1"},
 }
+
+
+def previous_release_entry(event: str, url: str = URL) -> dict[str, Any]:
+    """A handler exactly as the release before agent tokens wrote it with `--http`."""
+    if event == "SessionStart":
+        return {
+            "type": "command",
+            "command": f"TACHOGRAPH_URL={url} tachograph hook claude {event}",
+        }
+    return {
+        "type": "http",
+        "url": url + "/hooks/claude",
+        "headers": {
+            "x-tachograph-key": "$TACHOGRAPH_API_KEY",
+            "x-tachograph-session-id": "$TACHOGRAPH_SESSION_ID",
+            "x-tachograph-workspace": "$TACHOGRAPH_WORKSPACE",
+        },
+        "allowedEnvVars": ["TACHOGRAPH_API_KEY", "TACHOGRAPH_SESSION_ID", "TACHOGRAPH_WORKSPACE"],
+    }
+
+
+def with_previous_release_hooks(user_settings: dict[str, Any]) -> dict[str, Any]:
+    """User settings plus a previous release's `hook install claude --http`."""
+    settings = copy.deepcopy(user_settings)
+    hooks = settings.setdefault("hooks", {})
+    for event in NORMALISED_EVENTS:
+        hooks.setdefault(event, []).append(
+            {"matcher": "*", "hooks": [previous_release_entry(event)]}
+        )
+    return settings
 
 
 def settings_file(project: Path) -> Path:
@@ -93,12 +125,12 @@ def test_http_install_posts_to_hooks_claude_with_key_and_session_headers(tmp_pat
                     "type": "http",
                     "url": "https://tacho.example.com:8443/hooks/claude",
                     "headers": {
-                        "x-tachograph-key": "$TACHOGRAPH_API_KEY",
+                        "x-tachograph-key": "$TACHOGRAPH_AGENT_TOKEN",
                         "x-tachograph-session-id": "$TACHOGRAPH_SESSION_ID",
                         "x-tachograph-workspace": "$TACHOGRAPH_WORKSPACE",
                     },
                     "allowedEnvVars": [
-                        "TACHOGRAPH_API_KEY",
+                        "TACHOGRAPH_AGENT_TOKEN",
                         "TACHOGRAPH_SESSION_ID",
                         "TACHOGRAPH_WORKSPACE",
                     ],
@@ -109,6 +141,62 @@ def test_http_install_posts_to_hooks_claude_with_key_and_session_headers(tmp_pat
     for event in NORMALISED_EVENTS:
         if event != "SessionStart":
             assert [h["type"] for h in own_handlers(settings, event)] == ["http"]
+
+
+def test_http_install_never_lets_claude_code_read_the_admin_key(tmp_path: Path) -> None:
+    # Agents hold a narrow agent token; the bootstrap admin key must stay out of their reach.
+    install_claude_hooks(tmp_path, http=True, url=URL)
+
+    assert "TACHOGRAPH_API_KEY" not in settings_file(tmp_path).read_text(encoding="utf-8")
+    settings = read_settings(tmp_path)
+    http_handlers = [
+        h for event in NORMALISED_EVENTS for h in own_handlers(settings, event) if "url" in h
+    ]
+    assert len(http_handlers) == len(NORMALISED_EVENTS) - 1
+    for handler in http_handlers:
+        assert handler["headers"]["x-tachograph-key"] == "$TACHOGRAPH_AGENT_TOKEN"
+        assert "TACHOGRAPH_AGENT_TOKEN" in handler["allowedEnvVars"]
+
+
+def test_cli_http_install_writes_agent_token_hooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TACHOGRAPH_URL", "http://127.0.0.1:8123")
+
+    assert cli_main(["hook", "install", "claude", str(tmp_path), "--http"]) == 0
+
+    assert str(settings_file(tmp_path)) in capsys.readouterr().out
+    [handler] = own_handlers(read_settings(tmp_path), "Stop")
+    assert handler["url"] == "http://127.0.0.1:8123/hooks/claude"
+    assert handler["headers"]["x-tachograph-key"] == "$TACHOGRAPH_AGENT_TOKEN"
+    assert handler["allowedEnvVars"] == [
+        "TACHOGRAPH_AGENT_TOKEN",
+        "TACHOGRAPH_SESSION_ID",
+        "TACHOGRAPH_WORKSPACE",
+    ]
+
+
+@pytest.mark.parametrize("http", [True, False])
+def test_reinstall_over_a_previous_release_install_replaces_it(tmp_path: Path, http: bool) -> None:
+    write_settings(tmp_path, with_previous_release_hooks(USER_SETTINGS))
+
+    install_claude_hooks(tmp_path, http=http, url=URL)
+
+    text = settings_file(tmp_path).read_text(encoding="utf-8")
+    assert "TACHOGRAPH_API_KEY" not in text
+    for event in NORMALISED_EVENTS:
+        assert len(own_handlers(read_settings(tmp_path), event)) == 1
+    fresh = tmp_path / "fresh"
+    write_settings(fresh, USER_SETTINGS)
+    assert text == install_claude_hooks(fresh, http=http, url=URL).read_text(encoding="utf-8")
+
+
+def test_uninstall_removes_a_previous_release_install_exactly(tmp_path: Path) -> None:
+    write_settings(tmp_path, with_previous_release_hooks(USER_SETTINGS))
+
+    uninstall_claude_hooks(tmp_path)
+
+    assert read_settings(tmp_path) == USER_SETTINGS
 
 
 def test_http_install_keeps_session_start_on_the_command_hook_pinned_to_the_url(

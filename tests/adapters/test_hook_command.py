@@ -140,7 +140,7 @@ def test_success_prints_the_server_answer_and_logs_nothing(
     tachograph.body = json.dumps(DENY).encode()
     env = {
         "TACHOGRAPH_URL": tachograph.url + "/",
-        "TACHOGRAPH_API_KEY": "k-123",
+        "TACHOGRAPH_AGENT_TOKEN": "k-123",
         "TACHOGRAPH_SESSION_ID": "0b7e0d1c-0000-4000-8000-000000000001",
         "TACHOGRAPH_WORKSPACE": "demo",
         "TACHOGRAPH_DATA_DIR": str(tmp_path),
@@ -173,8 +173,38 @@ def test_event_argument_overrides_the_payload_event(tachograph: FakeTachograph) 
     assert tachograph.requests[0].body == {"session_id": "s1", "hook_event_name": "Stop"}
 
 
+def test_agent_token_is_sent_and_the_admin_key_is_not(tachograph: FakeTachograph) -> None:
+    env = {
+        "TACHOGRAPH_URL": tachograph.url,
+        "TACHOGRAPH_AGENT_TOKEN": "agent-token",
+        "TACHOGRAPH_API_KEY": "admin-key",
+    }
+
+    run_hook(None, PRE_TOOL_USE, env)
+
+    [request] = tachograph.requests
+    assert request.headers["x-tachograph-key"] == "agent-token"
+    assert "admin-key" not in request.headers.values()
+
+
+@pytest.mark.parametrize("agent_token", [None, ""])
+def test_without_an_agent_token_the_legacy_api_key_is_sent(
+    tachograph: FakeTachograph, agent_token: str | None
+) -> None:
+    # Setups from before agent tokens export only TACHOGRAPH_API_KEY; they keep working.
+    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_API_KEY": "legacy-key"}
+    if agent_token is not None:
+        env["TACHOGRAPH_AGENT_TOKEN"] = agent_token
+
+    run_hook(None, PRE_TOOL_USE, env)
+
+    assert tachograph.requests[0].headers["x-tachograph-key"] == "legacy-key"
+
+
 def test_unset_credentials_send_no_headers(tachograph: FakeTachograph) -> None:
-    run_hook(None, PRE_TOOL_USE, {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_API_KEY": ""})
+    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_AGENT_TOKEN": "", "TACHOGRAPH_API_KEY": ""}
+
+    run_hook(None, PRE_TOOL_USE, env)
 
     headers = tachograph.requests[0].headers
     assert not {"x-tachograph-key", "x-tachograph-session-id", "x-tachograph-workspace"} & set(
@@ -340,6 +370,7 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
         "PATH": "",
         "TACHOGRAPH_URL": tachograph.url,
         "TACHOGRAPH_DATA_DIR": str(tmp_path),
+        "TACHOGRAPH_AGENT_TOKEN": "agent-token",
         "PYTHONPATH": str(REPO_ROOT),
     }
 
@@ -355,6 +386,7 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
     )
 
     assert (result.returncode, result.stdout, result.stderr) == (0, json.dumps(DENY) + "\n", "")
+    assert tachograph.requests[0].headers["x-tachograph-key"] == "agent-token"
 
 
 def test_import_is_lean() -> None:
