@@ -1,7 +1,8 @@
 // Tachograph operator page: plain JavaScript, no build step.
 // Every datum comes from /api/*; the API key (when the server asks for one) is kept in
 // sessionStorage and sent as x-tachograph-key. Data is rendered with DOM nodes and
-// textContent only, never as HTML.
+// textContent only, never as HTML. GET /api/whoami tells the key's role; every control that
+// needs more (marked data-needs="operator" or "admin") is disabled with the reason shown.
 "use strict";
 
 const KEY_NAME = "tachograph-key";
@@ -20,6 +21,8 @@ const TASK_COLUMNS = [
 const TERMINAL = new Set(["completed", "failed", "cancelled", "dead-letter"]);
 const RESOLVABLE = new Set(["failed", "cancelled", "dead-letter"]);
 const CANCELLABLE = new Set(["queued", "running"]);
+// Each role can do everything the roles before it can.
+const ROLE_RANK = { agent: 0, reader: 1, operator: 2, admin: 3 };
 
 // ---------------------------------------------------------------- small DOM helpers
 
@@ -138,16 +141,26 @@ class ApiError extends Error {
   }
   /** What the page shows: the API's own sentence, with its code. */
   describe() {
+    if (this.status === 403 && this.body && this.body.role === "agent") return cannotRead("agent");
     return this.code ? `${this.message} (${this.code})` : this.message;
   }
 }
 
 const auth = { asked: false, declined: false, prompt: null };
 
-async function api(path, { method = "GET", body } = {}) {
+function currentKey() {
+  return sessionStorage.getItem(KEY_NAME) || "";
+}
+
+async function api(path, options) {
+  return (await request(path, options)).data;
+}
+
+/** One API call (asking for the key on 401); answers `{data, key}`, `key` being the one sent. */
+async function request(path, { method = "GET", body } = {}) {
   for (;;) {
     const headers = { accept: "application/json" };
-    const key = sessionStorage.getItem(KEY_NAME);
+    const key = currentKey();
     if (key) headers["x-tachograph-key"] = key;
     if (body !== undefined) headers["content-type"] = "application/json";
     let response;
@@ -161,27 +174,36 @@ async function api(path, { method = "GET", body } = {}) {
     } catch {
       throw new ApiError(0, "network_error", "The server did not answer; is tachograph serve running?");
     }
-    if (response.status === 401) {
-      auth.asked = true;
-      if (key) sessionStorage.removeItem(KEY_NAME);
-      updateKeyControls();
-      await askForKey(key ? "The server refused that key; enter the right one." : "");
-      continue;
-    }
-    if (response.status === 204) return null;
+    if (response.status === 204) return { data: null, key };
     let data = null;
     try {
       data = await response.json();
     } catch {
       data = null;
     }
+    if (response.status === 401) {
+      auth.asked = true;
+      if (key) sessionStorage.removeItem(KEY_NAME);
+      forgetIdentity();
+      updateKeyControls();
+      // The server says why in one sentence: missing, malformed, unknown, expired or revoked.
+      const why = data && data.message ? ` ${data.message}` : " Enter the right one.";
+      await askForKey(key ? `The server refused that key.${why}` : "");
+      continue;
+    }
     if (!response.ok) {
       const code = data && data.error ? data.error : `http_${response.status}`;
       const message = data && data.message ? data.message : `The server answered ${response.status}.`;
-      throw new ApiError(response.status, code, message, data);
+      const error = new ApiError(response.status, code, message, data);
+      error.key = key;
+      // A 403 naming another role than the page knows: the key's role changed server-side.
+      if (response.status === 403 && data && data.role && data.role !== identity.role && path !== WHOAMI) {
+        loadIdentity();
+      }
+      throw error;
     }
     updateKeyControls();
-    return data;
+    return { data, key };
   }
 }
 
@@ -212,6 +234,7 @@ function askForKey(message) {
         input.value = "";
         finish();
         updateKeyControls();
+        keyChanged();
         resolve();
       };
       const onDismiss = () => {
@@ -239,7 +262,175 @@ function updateKeyControls() {
   const key = sessionStorage.getItem(KEY_NAME);
   $("#forget-key").hidden = !key;
   $("#enter-key").hidden = Boolean(key) || !auth.asked;
-  setText($("#key-state"), key ? "API key in use" : auth.asked ? "No API key" : "");
+  const open = identity.state === "known" && !identity.authRequired && !key;
+  setText($("#key-state"), key ? "API key in use" : auth.asked ? "No API key" : open ? "No API key needed" : "");
+}
+
+// ---------------------------------------------------------------- the key's role
+
+const WHOAMI = "/api/whoami";
+
+/**
+ * What GET /api/whoami said about the key in use. `state`: "unknown" (not asked yet, no key
+ * accepted, or a server without roles: nothing is disabled, the server still decides),
+ * "known" (`role` is reader, operator or admin) or "cannot-read" (an agent token: 403).
+ */
+const identity = {
+  state: "unknown",
+  role: null,
+  label: null,
+  authRequired: true,
+  expiresAt: null,
+  pending: null,
+  recheck: false,
+};
+
+function cannotRead(role) {
+  return role === "agent"
+    ? "This key is an agent token: it can send hook events and signals, but it cannot read " +
+        "anything this page shows. Forget it and enter a reader, operator or admin key."
+    : `This key has the ${role} role, which cannot read what this page shows. ` +
+        "Forget it and enter a reader, operator or admin key.";
+}
+
+/** Ask the server who the key in use is; concurrent callers share one request. */
+function loadIdentity() {
+  if (identity.pending) return identity.pending;
+  identity.pending = (async () => {
+    let used;
+    try {
+      const { data, key } = await request(WHOAMI);
+      used = key;
+      Object.assign(identity, {
+        state: ROLE_RANK[data.role] === undefined ? "unknown" : "known",
+        role: data.role,
+        label: data.label ?? null,
+        authRequired: data.authRequired !== false,
+        expiresAt: data.expiresAt ?? null,
+      });
+    } catch (error) {
+      used = error.key;
+      if (error.status === 403) {
+        Object.assign(identity, {
+          state: "cannot-read",
+          role: (error.body && error.body.role) || "agent",
+          label: null,
+          expiresAt: null,
+        });
+      } else {
+        // No key accepted yet, or a server that predates roles (404): the server decides.
+        Object.assign(identity, { state: "unknown", role: null, label: null, expiresAt: null });
+      }
+    } finally {
+      identity.pending = null;
+      renderIdentity();
+      applyRole();
+      updateKeyControls();
+    }
+    // The key changed while the question was on its way: ask again for the new one.
+    if (identity.recheck) {
+      identity.recheck = false;
+      if (used !== undefined && used !== currentKey()) await loadIdentity();
+    }
+  })();
+  return identity.pending;
+}
+
+/** A key was entered or forgotten: the role shown must follow. */
+function keyChanged() {
+  if (identity.pending) identity.recheck = true;
+  else loadIdentity();
+}
+
+function forgetIdentity() {
+  Object.assign(identity, { state: "unknown", role: null, label: null, expiresAt: null });
+  renderIdentity();
+  applyRole();
+}
+
+function renderIdentity() {
+  const chip = $("#key-role");
+  const banner = $("#role-banner");
+  if (identity.state === "known") {
+    const label = identity.label ? ` · ${identity.label}` : "";
+    chip.replaceChildren(
+      h("span", { class: "visually-hidden" }, "Role of the key in use: "),
+      `${identity.role}${label}`,
+    );
+    const expires = identity.expiresAt ? `; it expires ${fmtTime(identity.expiresAt)}` : "";
+    const who = identity.authRequired
+      ? `The key in use${identity.label ? ` (${identity.label})` : ""} has the ${identity.role} role${expires}.`
+      : `This server needs no API key: everyone has the ${identity.role} role.`;
+    setAttr(chip, "title", who);
+    setAttr(chip, "class", `role-chip r-${identity.role}`);
+    chip.hidden = false;
+  } else if (identity.state === "cannot-read") {
+    chip.replaceChildren(
+      h("span", { class: "visually-hidden" }, "Role of the key in use: "),
+      identity.role === "agent" ? "agent token" : identity.role,
+    );
+    setAttr(chip, "title", cannotRead(identity.role));
+    setAttr(chip, "class", "role-chip r-agent");
+    chip.hidden = false;
+  } else {
+    chip.replaceChildren();
+    chip.hidden = true;
+  }
+  const blocked = identity.state === "cannot-read";
+  setText(banner, blocked ? cannotRead(identity.role) : "");
+  banner.hidden = !blocked;
+}
+
+/** The role of the key in use when it is below `needs`, else null (unknown roles block nothing). */
+function roleShort(needs) {
+  if (!needs || identity.state === "unknown") return null;
+  const have = identity.role;
+  return (ROLE_RANK[have] ?? -1) >= ROLE_RANK[needs] ? null : have;
+}
+
+/** Why the key in use cannot do `does`, as one sentence; null when it can. */
+function whyNot(needs, does) {
+  const have = roleShort(needs);
+  if (!have) return null;
+  return have === "agent"
+    ? `Your key is an agent token; ${does} needs ${needs}.`
+    : `Your key has the ${have} role; ${does} needs ${needs}.`;
+}
+
+/**
+ * Enable a gated control when both its own state (`data-wanted`, e.g. a task that can be
+ * cancelled) and the key's role allow it; a control the role forbids says why in its tooltip.
+ */
+function refreshEnabled(el) {
+  const why = whyNot(el.dataset.needs, el.dataset.does);
+  el.disabled = el.dataset.wanted === "false" || Boolean(why);
+  setAttr(el, "title", why);
+  setAttr(el, "data-role-blocked", why ? "true" : null);
+  const label = el.closest("label");
+  if (label) setAttr(label, "title", why);
+}
+
+function setEnabled(el, wanted) {
+  el.dataset.wanted = String(Boolean(wanted));
+  refreshEnabled(el);
+}
+
+/** A control created by the page that needs `needs` to be used. */
+function gated(el, needs, does) {
+  el.dataset.needs = needs;
+  el.dataset.does = does;
+  refreshEnabled(el);
+  return el;
+}
+
+/** Apply the key's role to every gated control and explanation line under `root`. */
+function applyRole(root = document) {
+  for (const el of root.querySelectorAll("[data-needs]")) refreshEnabled(el);
+  for (const note of document.querySelectorAll("[data-role-note]")) {
+    const why = whyNot(note.dataset.roleNote, note.dataset.does);
+    setText(note, why || "");
+    note.hidden = !why;
+  }
 }
 
 // ---------------------------------------------------------------- confirmations
@@ -280,7 +471,7 @@ async function command(button, { title, body, label, run, errorEl, doneEl, done 
     showMessage(errorEl, `Refused: ${describe(error)}`);
     return false;
   } finally {
-    button.disabled = false;
+    refreshEnabled(button);
     button.removeAttribute("aria-busy");
   }
 }
@@ -508,10 +699,10 @@ function renderTask(task) {
     );
   }
   $("#task-result").replaceChildren(...result);
-  $("#task-cancel").disabled = !CANCELLABLE.has(task.status);
-  $("#task-resolve").disabled = !RESOLVABLE.has(task.status);
-  $("#task-summary").disabled = !RESOLVABLE.has(task.status);
-  $("#task-delete").disabled = !TERMINAL.has(task.status);
+  setEnabled($("#task-cancel"), CANCELLABLE.has(task.status));
+  setEnabled($("#task-resolve"), RESOLVABLE.has(task.status));
+  setEnabled($("#task-summary"), RESOLVABLE.has(task.status));
+  setEnabled($("#task-delete"), TERMINAL.has(task.status));
   renderActivity(task.activity || []);
 }
 
@@ -873,7 +1064,7 @@ function wireSettings() {
         box.checked = !wanted;
         showMessage($("#settings-error"), `Refused: ${describe(error)}`);
       } finally {
-        box.disabled = false;
+        refreshEnabled(box);
       }
     });
   }
@@ -905,10 +1096,22 @@ async function loadSignals() {
   const rows = data.items.map((s) => {
     const actions = [];
     if (s.status === "pending" || s.status === "dead-letter") {
-      actions.push(h("button", { type: "button", "data-action": "ignore", "data-signal": s.id }, "Ignore"));
+      actions.push(
+        gated(
+          h("button", { type: "button", "data-action": "ignore", "data-signal": s.id }, "Ignore"),
+          "operator",
+          "ignoring signals",
+        ),
+      );
     }
     if (s.status === "dead-letter") {
-      actions.push(h("button", { type: "button", "data-action": "retry", "data-signal": s.id }, "Retry"));
+      actions.push(
+        gated(
+          h("button", { type: "button", "data-action": "retry", "data-signal": s.id }, "Retry"),
+          "operator",
+          "retrying signals",
+        ),
+      );
     }
     const evidence = s.kind === "failure" ? [s.failureClass, s.failure].filter(Boolean).join(": ") : s.outcome;
     return h(
@@ -1043,10 +1246,10 @@ function revisionItem(r, target) {
       r.actor ? [" ", h("span", { class: "muted" }, `by ${r.actor}`)] : null,
       target ? [" ", streamLink(target.id, "Events")] : null,
       " ",
-      h(
-        "button",
-        { type: "button", "data-revert": r.id, "aria-label": `Revert revision ${shortId(r.id)}` },
-        "Revert",
+      gated(
+        h("button", { type: "button", "data-revert": r.id, "aria-label": `Revert revision ${shortId(r.id)}` }, "Revert"),
+        "operator",
+        "reverting learned revisions",
       ),
     ),
     r.content === null || r.content === undefined || r.content === ""
@@ -1246,12 +1449,15 @@ function start() {
   $("#forget-key").addEventListener("click", () => {
     sessionStorage.removeItem(KEY_NAME);
     auth.declined = false;
+    forgetIdentity();
     updateKeyControls();
+    keyChanged();
     rerun();
   });
   window.addEventListener("hashchange", () => route(true));
   updateKeyControls();
-  route();
+  // The role first, so a view never offers for a moment what the key cannot do.
+  loadIdentity().finally(() => route());
 }
 
 start();

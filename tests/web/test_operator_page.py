@@ -66,10 +66,14 @@ def test_page_asks_for_the_api_key_and_says_when_it_is_refused(
     browser.open()
     browser.visible("#key-input").send_keys("not-the-key", Keys.ENTER)
     browser.has_text("#key-dialog-error", "refused that key")
+    # No key accepted yet: no role to show.
+    assert not browser.find("#key-role").is_displayed()
     browser.screenshot("01-api-key")
     browser.visible("#key-input").send_keys(API_KEY, Keys.ENTER)
     browser.until(lambda: not browser.find("#key-dialog").is_displayed())
     browser.has_text("#key-state", "API key in use")
+    # The bootstrap key is the admin credential; the page says so (GET /api/whoami).
+    browser.has_text("#key-role", "admin · admin")
     browser.has_text("#board-updated", "Updated")
     assert browser.js("return sessionStorage.getItem('tachograph-key')") == API_KEY
 
@@ -446,7 +450,11 @@ def test_autonomy_toggles_policy_ignores_a_signal_and_reverts_with_refusals(
     assert refusal.status_code == 409 and refusal.json()["error"] == "already_reverted"
     shown = page.has_text("#revisions-error", refusal.json()["message"])
     assert "already_reverted" in shown
-    assert page.js("return document.activeElement.dataset.revert") == latest
+    # Focus returns to the button once the list is re-read (after the refusal is shown).
+    page.until(
+        lambda: page.js("return document.activeElement.dataset.revert") == latest,
+        message="focus did not return to the revert button",
+    )
     page.screenshot("10-autonomy-revisions")
     confirm(page, f"button[data-revert='{older}']")
     page.has_text("#revisions-error", "(not_latest)")
