@@ -92,8 +92,9 @@ class IngestFastPath:
         else:
             await self.app(scope, receive, send)
             return
-        if principal.binding.workspace_id is not None:
-            # The routes check a workspace binding, which may need the store.
+        if principal.binding.workspace_id is not None or principal.binding.policy is not None:
+            # The routes check a workspace binding (which may need the store) and apply
+            # a credential's fixed tool policy.
             await self.app(scope, receive, send)
             return
         if scope["query_string"] or _content_type(scope) not in _JSON_TYPES:

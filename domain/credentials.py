@@ -27,6 +27,8 @@ CAPABILITIES: dict[str, frozenset[str]] = {
 # The smallest role that holds each capability, for the 403's "needs ..." sentence.
 NEEDED_ROLE = {HOOKS: AGENT, READ: READER, OPERATE: OPERATOR, ADMINISTER: ADMIN}
 
+SELF_UPDATE_POLICY = "self-update"
+POLICIES = (SELF_UPDATE_POLICY,)
 BOOTSTRAP_LABEL = "admin"  # TACHOGRAPH_API_KEY: never stored, so no issued key may take it
 LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 SECRET_PREFIX = "tgk_"
@@ -45,6 +47,10 @@ class Binding:
     workspace_id: str | None = None
     task_id: str | None = None  # set on tokens the executor mints for a task attempt
     turn_id: str | None = None
+    # A code-owned tool policy every PreToolUse of the token's holder passes first
+    # (`self-update`: its agent works only inside `root`, a contained clone).
+    policy: str | None = None
+    root: str | None = None
 
     def as_dict(self) -> dict[str, str]:
         fields = {
@@ -52,6 +58,8 @@ class Binding:
             "workspace_id": self.workspace_id,
             "task_id": self.task_id,
             "turn_id": self.turn_id,
+            "policy": self.policy,
+            "root": self.root,
         }
         return {k: v for k, v in fields.items() if v is not None}
 
@@ -91,6 +99,8 @@ def check_binding(role: str, binding: Binding) -> Binding:
         raise RuleViolation("An agent token is bound to exactly one session or one workspace.")
     if role != AGENT and (bound or binding.task_id):
         raise RuleViolation(f"A {role} key cannot be bound to a session or workspace.")
+    if binding.policy is not None and (binding.policy not in POLICIES or not binding.root):
+        raise RuleViolation(f"Policy {binding.policy!r} is not one of {', '.join(POLICIES)}.")
     return binding
 
 

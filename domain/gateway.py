@@ -20,6 +20,7 @@ from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     DispatchRequest,
     DispatchResult,
+    HandlerRun,
     HookTransport,
     match_key,
     redact_tool_input,
@@ -95,6 +96,18 @@ class IngestResult:
             body["replacement"] = self.replacement
         body["dispatchId"] = str(self.dispatch_id)
         return body
+
+
+# A code-owned tool policy: (rule, reason) when it refuses a tool call, else None.
+ToolPolicy = Callable[[str | None, Any], tuple[str, str] | None]
+POLICY_HANDLER = "tachograph-policy"
+
+
+def policy_denial(refused: tuple[str, str], runs: list[HandlerRun]) -> DispatchResult:
+    """A deny by the fixed policy, recorded as a run naming the rule that fired."""
+    rule, reason = refused
+    run = HandlerRun(f"{POLICY_HANDLER}:{rule}", "deny", None, reason, 0)
+    return DispatchResult("deny", reason, None, None, [*runs, run])
 
 
 def agent_session_uuid(key: str) -> UUID:
@@ -208,6 +221,7 @@ class HookGateway:
         *,
         actor: str,
         annotate: Callable[[dict[str, Any]], str | None] | None = None,
+        policy: ToolPolicy | None = None,
     ) -> IngestResult:
         """Run matching handlers, record the dispatch durably, return the decision.
 
@@ -221,7 +235,9 @@ class HookGateway:
             stored = self._stored(dispatch_id)
             if stored is not None:
                 return stored
-        fields, decided = self._decide(session_id, ev, dispatch_id, handlers, actor, annotate)
+        fields, decided = self._decide(
+            session_id, ev, dispatch_id, handlers, actor, annotate, policy
+        )
         try:
             position = self._record(HookDispatch(**fields))
         except IntegrityError:
@@ -244,6 +260,7 @@ class HookGateway:
         reply: Callable[[IngestResult | IntegrityError], None],
         deliver: Deliver | None = None,
         annotate: Callable[[dict[str, Any]], str | None] | None = None,
+        policy: ToolPolicy | None = None,
     ) -> bool:
         """Begin an ingest that needs no blocking I/O; False when it needs `ingest` instead.
 
@@ -258,7 +275,7 @@ class HookGateway:
         if self.config.handlers_for(ev.event, self._match_subject(ev)):
             return False
         dispatch_id = dispatch_id_for(ev.event_id)
-        fields, decided = self._decide(session_id, ev, dispatch_id, [], actor, annotate)
+        fields, decided = self._decide(session_id, ev, dispatch_id, [], actor, annotate, policy)
 
         def settle(outcome: int | BaseException) -> None:
             if isinstance(outcome, int):
@@ -280,11 +297,17 @@ class HookGateway:
         handlers: list[HookHandler],
         actor: str,
         annotate: Callable[[dict[str, Any]], str | None] | None,
+        policy: ToolPolicy | None = None,
     ) -> tuple[dict[str, Any], IngestResult]:
         """The decision, and the fields of the HookDispatch that records it."""
         tool_input = redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools)
         tool_response = redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools)
-        if handlers:
+        fixed = policy if policy is not None and ev.event == "PreToolUse" else None
+        refused = fixed(ev.tool_name, ev.tool_input) if fixed is not None else None
+        if refused is not None:
+            # A code-owned policy comes first: no handler is asked about a refused call.
+            result = policy_denial(refused, [])
+        elif handlers:
             request = DispatchRequest(
                 event_id=ev.event_id or str(dispatch_id),
                 event=ev.event,
@@ -301,6 +324,11 @@ class HookGateway:
             result = run_dispatch(
                 request, handlers, self.transport, stop_continues_so_far=continues
             )
+            if fixed is not None and result.outcome == "modify":
+                # ... and again on what a handler rewrote the call to.
+                rewritten = fixed(ev.tool_name, result.replacement)
+                if rewritten is not None:
+                    result = policy_denial(rewritten, result.runs)
         else:
             result = DispatchResult("pass", None, None, None, [])
         try:

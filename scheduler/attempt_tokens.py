@@ -41,14 +41,28 @@ class AttemptTokens:
         self.on_change = on_change  # this process's credential snapshot, refreshed at once
 
     def issue(
-        self, task_id: UUID, attempt: int, session_id: UUID, turn_id: str, lifetime_s: float
+        self,
+        task_id: UUID,
+        attempt: int,
+        session_id: UUID,
+        turn_id: str,
+        lifetime_s: float,
+        extra: Binding | None = None,
     ) -> str:
+        """`extra`: a fixed tool policy and the root it confines the agent to, if any."""
+        binding = Binding(
+            session_id=str(session_id),
+            task_id=str(task_id),
+            turn_id=turn_id,
+            policy=extra.policy if extra is not None else None,
+            root=extra.root if extra is not None else None,
+        )
         issued = self.keys.issue(
             attempt_label(task_id, attempt),
             AGENT,
             "system",
             lifetime=timedelta(seconds=lifetime_s),
-            binding=Binding(session_id=str(session_id), task_id=str(task_id), turn_id=turn_id),
+            binding=binding,
         )
         # Every replica authenticates against the read model: the agent's first hook
         # must find its token there, so it starts only once the token is projected.

@@ -41,7 +41,8 @@ from api.input_limits import (
 )
 from api.metrics import WEBHOOK_REJECTED
 from api.schemas import LifecycleEvent
-from domain.gateway import IngestEvent, IngestResult, agent_session_uuid
+from api.tool_policy import tool_policy_for
+from domain.gateway import IngestEvent, IngestResult, ToolPolicy, agent_session_uuid
 from domain.workspace import DEFAULT_WORKSPACE
 
 router = APIRouter(prefix="/hooks", tags=["agent adapters"])
@@ -144,7 +145,13 @@ async def claude_hook(request: Request, services: ServicesDep) -> JSONResponse:
     )
     await authorize_session_in_loop(principal, session_id, services.session_workspace, CLAUDE_ROUTE)
     result = await run_in_threadpool(
-        _claude_dispatch, services, session_id, workspace, event, principal.actor
+        _claude_dispatch,
+        services,
+        session_id,
+        workspace,
+        event,
+        principal.actor,
+        tool_policy_for(principal),
     )
     answer, _ = decision_to_claude(event.event, result.decision())
     return JSONResponse(answer, headers=_position_headers(result))
@@ -170,12 +177,19 @@ def claude_session_id(explicit: str | None, fields: dict[str, Any]) -> UUID:
 
 
 def _claude_dispatch(
-    services: Services, session_id: UUID, workspace: str, event: IngestEvent, actor: str
+    services: Services,
+    session_id: UUID,
+    workspace: str,
+    event: IngestEvent,
+    actor: str,
+    policy: ToolPolicy | None,
 ) -> IngestResult:
     services.gateway.ensure_session(
         session_id, workspace=workspace, agent=event.agent, agent_session_id=event.agent_session_id
     )
-    return services.gateway.ingest(session_id, event, actor=actor, annotate=claude_note(event))
+    return services.gateway.ingest(
+        session_id, event, actor=actor, annotate=claude_note(event), policy=policy
+    )
 
 
 def claude_note(event: IngestEvent) -> Callable[[dict[str, Any]], str | None]:

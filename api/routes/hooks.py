@@ -18,8 +18,9 @@ from api.auth import authorize_session_in_loop, request_principal
 from api.bootstrap import Services
 from api.deps import Consistent, ServicesDep
 from api.schemas import LifecycleEvent
+from api.tool_policy import tool_policy_for
 from domain.errors import NotFound
-from domain.gateway import HookGateway, IngestEvent, IngestResult
+from domain.gateway import HookGateway, IngestEvent, IngestResult, ToolPolicy
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
 
@@ -54,6 +55,7 @@ def start_in_loop(
     *,
     wake_once_per_batch: bool = False,
     annotate: Callable[[dict[str, Any]], str | None] | None = None,
+    policy: ToolPolicy | None = None,
 ) -> asyncio.Future[IngestResult] | None:
     """The gateway's non-blocking ingest as a future of this event loop; None if it blocks.
 
@@ -80,7 +82,13 @@ def start_in_loop(
 
     deliver = loop.call_soon_threadsafe if wake_once_per_batch else None
     started = gateway.start_ingest(
-        session_id, event, actor=actor, reply=reply, deliver=deliver, annotate=annotate
+        session_id,
+        event,
+        actor=actor,
+        reply=reply,
+        deliver=deliver,
+        annotate=annotate,
+        policy=policy,
     )
     if not started:
         return None
@@ -108,9 +116,10 @@ async def ingest_event(session_id: UUID, body: LifecycleEvent, request: Request)
     principal = request_principal(request)
     await authorize_session_in_loop(principal, session_id, services.session_workspace, EVENTS_ROUTE)
     actor = principal.actor
+    policy = tool_policy_for(principal)
     gateway = services.gateway
     event = to_ingest(body)
-    started = start_in_loop(gateway, session_id, event, actor)
+    started = start_in_loop(gateway, session_id, event, actor, policy=policy)
     result: IngestResult | None = None
     if started is not None:
         try:
@@ -118,17 +127,23 @@ async def ingest_event(session_id: UUID, body: LifecycleEvent, request: Request)
         except IntegrityError:
             result = None  # a retried eventId: the blocking path returns the stored decision
     if result is None:
-        result = await run_in_threadpool(_ingest_blocking, services, session_id, event, actor)
+        result = await run_in_threadpool(
+            _ingest_blocking, services, session_id, event, actor, policy
+        )
     response = JSONResponse(result.decision())
     acknowledge(response, result)
     return response
 
 
 def _ingest_blocking(
-    services: Services, session_id: UUID, event: IngestEvent, actor: str
+    services: Services,
+    session_id: UUID,
+    event: IngestEvent,
+    actor: str,
+    policy: ToolPolicy | None,
 ) -> IngestResult:
     services.gateway.require_session(session_id)
-    return services.gateway.ingest(session_id, event, actor=actor)
+    return services.gateway.ingest(session_id, event, actor=actor, policy=policy)
 
 
 def _require_visible(services: Services, session_id: UUID) -> None:
