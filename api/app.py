@@ -29,6 +29,7 @@ from api.routes import (
     metrics,
     schedules,
     self_update,
+    self_update_workflow,
     sessions,
     signals,
     tasks,
@@ -97,6 +98,7 @@ def create_app(
         learned.router,
         self_update.router,
         keys.router,
+        self_update_workflow.router,
     ):
         app.include_router(router)
     # Added first, so innermost: it sees only authenticated, size-checked requests.

@@ -228,6 +228,7 @@ class StateCollector(Collector):
         yield position
         yield lag
         yield from self._tasks()
+        yield from self._cycles()
         yield GaugeMetricFamily(
             "tachograph_scheduler_running",
             "1 while this process's scheduler is running",
@@ -251,6 +252,22 @@ class StateCollector(Collector):
             "Task attempts this process is executing",
             running.running() if running is not None else 0,
         )
+
+    def _cycles(self) -> Iterator[GaugeMetricFamily]:
+        from projections.self_update_cycles import cycle_outcome_counts
+
+        try:
+            counts = cycle_outcome_counts(self.services.store)
+        except Exception:  # noqa: BLE001 - database unreachable
+            return
+        cycles = GaugeMetricFamily(
+            "tachograph_self_update_cycles",
+            "Self-update cycle attempts by how they ended (imported, noop, rejected, failed)",
+            labels=["outcome"],
+        )
+        for outcome, n in sorted(counts.items()):
+            cycles.add_metric([outcome], n)
+        yield cycles
 
 
 class ProcessMetrics:

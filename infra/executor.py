@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-PLACEHOLDER = re.compile(r"\{(prompt|model|taskId|workspace)\}")
+PLACEHOLDER = re.compile(r"\{(prompt|model|taskId|workspace|hookSettings)\}")
 # Never handed to an agent: they unlock the database, the audit signing key, hook
 # secrets or the API (the bootstrap admin key; the server's own agent token, if any:
 # each attempt gets a token of its own instead).
@@ -71,20 +71,38 @@ class RunResult:
     killed: bool = False
 
 
+_OPTIONAL = ("model", "hookSettings")
+
+
 def build_argv(
-    template: Sequence[str], *, prompt: str, model: str | None, task_id: str, workspace: str
+    template: Sequence[str],
+    *,
+    prompt: str,
+    model: str | None,
+    task_id: str,
+    workspace: str,
+    hook_settings: str | None = None,
 ) -> tuple[str, ...]:
     """Substitute placeholders in one pass (values are never re-expanded nor shell-parsed).
 
     Without a model, an argument `{model}` is left out together with a flag right
-    before it (`["--model", "{model}"]`), and `--model={model}` is left out.
+    before it (`["--model", "{model}"]`), and `--model={model}` is left out; the same
+    for `{hookSettings}` (a Claude Code settings file Tachograph wrote for the run).
     """
-    values = {"prompt": prompt, "model": model, "taskId": task_id, "workspace": workspace}
+    values = {
+        "prompt": prompt,
+        "model": model,
+        "taskId": task_id,
+        "workspace": workspace,
+        "hookSettings": hook_settings,
+    }
+    missing = [f"{{{name}}}" for name in _OPTIONAL if values[name] is None]
     argv: list[str] = []
     for arg in template:
-        if model is None and "{model}" in arg:
+        placeholder = next((p for p in missing if p in arg), None)
+        if placeholder is not None:
             if (
-                arg == "{model}"
+                arg == placeholder
                 and argv
                 and argv[-1].startswith("-")
                 and not PLACEHOLDER.search(argv[-1])

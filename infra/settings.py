@@ -80,6 +80,9 @@ class Settings:
     self_update_idle_interval_s: float = 15.0
     self_update_reconcile_interval_s: float = 60.0
     self_update_cron: str = "0 * * * *"
+    # Server variables a self-update agent may have beyond PATH, LANG, LC_ALL and TZ
+    # (e.g. its model provider's endpoint and key); nothing else reaches it.
+    self_update_env: tuple[str, ...] = ()
     log_signing_key: str | None = None
     url: str = "http://127.0.0.1:8000"
     # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
@@ -173,6 +176,7 @@ class Settings:
                 "TACHOGRAPH_SELF_UPDATE_IDLE_S", 15, 0.05, 3600, float
             ),
             self_update_cron=get.cron("TACHOGRAPH_SELF_UPDATE_CRON", "0 * * * *"),
+            self_update_env=tuple(get.csv("TACHOGRAPH_SELF_UPDATE_ENV")),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
             url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
             log_level=get.choice(

@@ -9,6 +9,7 @@ from projections.hook_audit import HookAuditProjection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import LogChainProjection
 from projections.schedules import SchedulesProjection
+from projections.self_update_cycles import SelfUpdateCyclesProjection
 from projections.sessions import SessionsProjection
 from projections.signals import SignalsProjection
 from projections.tasks import TaskActivityProjection, TasksProjection
@@ -26,6 +27,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     SignalsProjection,
     LearnedProjection,
     ApiKeysProjection,
+    SelfUpdateCyclesProjection,
 )
 
 

@@ -21,9 +21,18 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
+from domain.credentials import Binding
 from domain.gateway import IngestEvent
 from domain.schedules import ScheduleService
-from domain.task_policy import CANCELLING, RUNNING, classify_failure, iso_utc, truncate_utf8
+from domain.task import Task
+from domain.task_policy import (
+    CANCELLING,
+    RUNNING,
+    SOURCE_SELF_UPDATE,
+    classify_failure,
+    iso_utc,
+    truncate_utf8,
+)
 from domain.tasks import Claim, TaskService, utcnow
 from domain.transcript import Transcript
 from infra.agent_stream import AgentStream, Record
@@ -45,6 +54,7 @@ from scheduler.attempt_tokens import AttemptTokens
 from scheduler.cron import cron_fire_times
 from scheduler.liveness import WorkerRegistry
 from scheduler.runtime import Job
+from scheduler.self_update_cycle import SelfUpdateAttempt
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +80,10 @@ class TranscriptWriter:
         self.pending: deque[Record] = deque(maxlen=max_batch)
         self.dropped = 0
         self.written = 0
+
+    def new_run(self) -> None:
+        """A further agent run of the same attempt: its outcome is its own text alone."""
+        self.stream = AgentStream()
 
     def line(self, text: str) -> None:
         """Parse one stdout line; only the newest records survive a burst."""
@@ -274,22 +288,33 @@ class TaskExecutor:
         writer.note("status", f"attempt {claim.attempt} started")
         workspace = self.app.get_workspace(claim.workspace)
         cwd = Path(self.settings.workspace_root, workspace.path).resolve()
-        token = self._issue_token(claim)
+        task = self.service.find(claim.task_id)
         try:
-            self._execute(claim, writer, cwd, token)
+            if task is not None and self._contained(task):
+                # Never in the registered checkout: a contained clone, phase by phase.
+                SelfUpdateAttempt(self, claim, writer, cwd).run()
+            else:
+                self._execute(claim, writer, cwd, self.issue_token(claim))
         finally:
-            self._revoke_token(claim)  # no-op when the attempt's end already revoked it
+            self.revoke_token(claim)  # no-op when the attempt's end already revoked it
 
-    def _issue_token(self, claim: Claim) -> str | None:
+    def _contained(self, task: Task) -> bool:
+        """Self-update work, and the remediation of it, never runs in the checkout."""
+        if task.source == SOURCE_SELF_UPDATE:
+            return True
+        parent = self.service.find(UUID(task.parent_task_id)) if task.parent_task_id else None
+        return parent is not None and parent.source == SOURCE_SELF_UPDATE
+
+    def issue_token(self, claim: Claim, binding: Binding | None = None) -> str | None:
         if self.tokens is None:
             return None
         # Valid while the process may live: the attempt's timeout plus the kill grace.
         lifetime = self.runner.timeout_s + self.runner.grace_s
         return self.tokens.issue(
-            claim.task_id, claim.attempt, claim.session_id, claim.turn_id, lifetime
+            claim.task_id, claim.attempt, claim.session_id, claim.turn_id, lifetime, binding
         )
 
-    def _revoke_token(self, claim: Claim) -> None:
+    def revoke_token(self, claim: Claim) -> None:
         tokens = self.tokens
         if tokens is not None:
             self._settle_retrying(
@@ -299,33 +324,49 @@ class TaskExecutor:
     def _execute(
         self, claim: Claim, writer: TranscriptWriter, cwd: Path, token: str | None
     ) -> None:
-        context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}
-        spec = CommandSpec(
-            argv=build_argv(
-                self.template,
-                prompt=claim.prompt,
-                model=claim.model,
-                task_id=str(claim.task_id),
-                workspace=str(cwd),
-            ),
-            cwd=cwd,
-            env=task_env(
-                dict(os.environ),
-                drop=self.settings.secrets.keys(),
-                task_id=str(claim.task_id),
-                turn_id=claim.turn_id,
-                session_id=str(claim.session_id),
-                url=self.settings.url,
-                workspace=claim.workspace,
-                agent_token=token,
-                secret_values=(
-                    self.settings.api_key,
-                    self.settings.coder_hook_secret,
-                    self.settings.log_signing_key,
-                    *self.settings.secrets.values(),
-                ),
+        env = task_env(
+            dict(os.environ),
+            drop=self.settings.secrets.keys(),
+            task_id=str(claim.task_id),
+            turn_id=claim.turn_id,
+            session_id=str(claim.session_id),
+            url=self.settings.url,
+            workspace=claim.workspace,
+            agent_token=token,
+            secret_values=(
+                self.settings.api_key,
+                self.settings.coder_hook_secret,
+                self.settings.log_signing_key,
+                *self.settings.secrets.values(),
             ),
         )
+        result = self.run_agent(claim, writer, self.command(claim, claim.prompt, cwd, env))
+        # Revoked before the end is recorded: whoever sees the attempt settled finds the
+        # token already refused.
+        self.revoke_token(claim)
+        self.finish(claim, writer, result)
+
+    def command(
+        self,
+        claim: Claim,
+        prompt: str,
+        cwd: Path,
+        env: dict[str, str],
+        hook_settings: Path | None = None,
+    ) -> CommandSpec:
+        argv = build_argv(
+            self.template,
+            prompt=prompt,
+            model=claim.model,
+            task_id=str(claim.task_id),
+            workspace=str(cwd),
+            hook_settings=str(hook_settings) if hook_settings is not None else None,
+        )
+        return CommandSpec(argv=argv, cwd=cwd, env=env)
+
+    def run_agent(self, claim: Claim, writer: TranscriptWriter, spec: CommandSpec) -> RunResult:
+        """Run the agent once, until it exits or is stopped (and reaped, if it can be)."""
+        context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}
         stop = StopCheck(self.service, claim, self.worker, self.shutting_down)
 
         def unreaped() -> None:
@@ -337,17 +378,34 @@ class TaskExecutor:
                 lambda: self.service.mark_interrupted(claim.task_id, claim.attempt, detail)
             )
 
-        result = self.runner.run(spec, writer, stop, unreaped)
-        # Revoked before the end is recorded: whoever sees the attempt settled finds the
-        # token already refused.
-        self._revoke_token(claim)
+        return self.runner.run(spec, writer, stop, unreaped)
+
+    def finish(
+        self,
+        claim: Claim,
+        writer: TranscriptWriter,
+        result: RunResult,
+        settle: Callable[[], str] | None = None,
+    ) -> None:
+        """Record how the attempt's process ended (`settle`: how else to), fire TaskStop."""
         writer.note(*_ending(result, self.runner.timeout_s))
         writer.flush()
         if not result.reaped:
             return  # never reaped: the state stays running; recovery settles it later
-        status = self._settle_retrying(lambda: self._settle(claim, result, writer))
+        self.conclude(
+            claim, settle or (lambda: self._settle(claim, result, writer)), describe_exit(result)
+        )
+
+    def conclude(self, claim: Claim, settle: Callable[[], str], how: str) -> None:
+        """Make the attempt's end durable (through a database blip) and fire TaskStop."""
+        context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}
+        status = self._settle_retrying(settle)
         log.info("task attempt %d ended: %s", claim.attempt, status, extra=context)
-        self._hook(claim, "TaskStop", {"status": status, "exit": describe_exit(result)})
+        self._hook(claim, "TaskStop", {"status": status, "exit": how})
+
+    def status_of(self, claim: Claim) -> str:
+        task = self.service.find(claim.task_id)
+        return task.status if task is not None else "deleted"
 
     def _settle(self, claim: Claim, result: RunResult, writer: TranscriptWriter) -> str:
         """Make the attempt's end durable (the process has been reaped)."""
@@ -372,8 +430,7 @@ class TaskExecutor:
             error_class = classify_failure(result.exit_code, evidence)
             message = describe_exit(result) + (f": {detail}" if detail else "")
             s.fail(claim.task_id, claim.attempt, error_class, message)
-        task = s.find(claim.task_id)
-        return task.status if task is not None else "deleted"
+        return self.status_of(claim)
 
     def _settle_retrying(self, record: Callable[[], Any]) -> Any:
         """Record through a database blip (bounded), so a reaped attempt is not left running."""

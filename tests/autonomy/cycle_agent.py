@@ -1,6 +1,7 @@
 """A fake agent for self-update cycle tests; the workspace's name says how it behaves.
 
-argv: taskId, workspace directory, state directory. `fail-*` workspaces fail with a
+argv: taskId, working directory (the cycle's clone), state directory; the workspace's
+slug comes from TACHOGRAPH_WORKSPACE. `fail-*` workspaces fail with a
 non-transient error, `flaky-*` ones fail transiently on a task's first run only, the
 others complete. Every run appends `taskId workspace` to `<state>/runs.log`.
 """
@@ -13,7 +14,8 @@ import time
 
 
 def main() -> int:
-    task_id, workspace, state = sys.argv[1], os.path.basename(sys.argv[2]), sys.argv[3]
+    task_id, state = sys.argv[1], sys.argv[3]
+    workspace = os.environ["TACHOGRAPH_WORKSPACE"]
     with open(os.path.join(state, "runs.log"), "a", encoding="utf-8") as runs:
         runs.write(f"{task_id} {workspace}\n")
     time.sleep(0.3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,18 @@ TRANSITIONS = {
     "Task.Resolved": "completed",
     "Task.Deleted": "deleted",
 }
+
+
+def git_repository(path: Path) -> None:
+    """A clean checkout with one commit: what a self-update cycle starts from."""
+    path.mkdir()
+    (path / "README.md").write_text(f"# {path.name}\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "1"],
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True)
 
 
 def worker(settings: Settings, log: Path, state: Path) -> Proc:
@@ -111,7 +124,7 @@ def test_two_workers_never_run_two_self_update_tasks_at_once(
     try:
         assert setup.autonomy is not None
         for slug in WORKSPACES:
-            (settings.workspace_root / slug).mkdir()
+            git_repository(settings.workspace_root / slug)
             path = contained_path(settings.workspace_root, slug)
             setup.app.register_workspace(slug, path, True, "test")
         setup.autonomy.autonomy.update_settings({"self_update": True}, "test")

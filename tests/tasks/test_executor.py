@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
@@ -139,6 +140,14 @@ def test_nonzero_exit_fails_with_a_classified_error_and_remediation(executing: S
 
 
 def test_self_update_task_retries_a_transient_failure(executing: Services) -> None:
+    root = executing.settings.workspace_root  # a self-update cycle needs a clean repository
+    (root / "README.md").write_text("# default\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "1"],
+    ):
+        subprocess.run(["git", "-C", str(root), *args], check=True)
     task_id = submit(executing, {"exit": 1, "stderr": "overloaded"}, source="self-update")
     queued = wait_until(
         lambda: (

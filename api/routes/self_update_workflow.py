@@ -1,0 +1,56 @@
+"""A self-update task's workflow: its phases with their evidence, and discarding its ref."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Response
+from infra.self_update_git import discard_ref
+from pydantic import Field
+
+from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.schemas import Strict
+from domain.errors import NotFound
+from domain.self_update_cycle import CycleRecorder
+from projections.self_update_cycles import task_workflow
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+
+
+class Discard(Strict):
+    reason: Annotated[str, Field(max_length=500)] | None = None
+
+
+@router.get("/{task_id}/workflow")
+def workflow(task_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+    """prepare → implement → inspect → review → commit, in order, each with its evidence."""
+    found = task_workflow(services.store, str(task_id))
+    if found is None:
+        raise NotFound(f"Task {task_id} has no self-update workflow.")
+    return found
+
+
+@router.post("/{task_id}/discard")
+def discard(
+    task_id: UUID,
+    services: ServicesDep,
+    actor: ActorDep,
+    response: Response,
+    body: Discard | None = None,
+) -> dict[str, Any]:
+    """Delete the ref an accepted cycle imported, and record that it was discarded."""
+    found = task_workflow(services.store, str(task_id))
+    if found is None:
+        raise NotFound(f"Task {task_id} has no self-update workflow.")
+    recorder = CycleRecorder(services.app)
+    if found["ref"] is not None and found["discardedAt"] is None:
+        workspace = services.app.get_workspace(found["workspaceId"])
+        # The ref first: a repeat after a failed record finds it gone and records then.
+        discard_ref(Path(services.settings.workspace_root, workspace.path).resolve(), found["ref"])
+    _, position = recorder.discard(task_id, actor, body.reason if body else None)
+    committed(services, response, position)
+    result = task_workflow(services.store, str(task_id))
+    assert result is not None
+    return result

@@ -1,0 +1,114 @@
+"""SelfUpdateCycle: the evidence of one self-update task, phase by phase.
+
+A self-update task's agent works in a contained clone; what it changed reaches the
+registered repository only through the fixed order prepare → implement → inspect →
+review → commit, each recorded here with its evidence (the captured checkout, the
+bounded patch and its digest, the reviewer's verdict, the imported ref). Kept apart
+from the `Task` stream so the task board never loads a patch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import event
+from eventsourcing.persistence import IntegrityError
+
+from domain.application import Tachograph
+from domain.base import TachographAggregate
+from domain.errors import InvalidState
+from domain.ids import stable_id
+
+PHASES = ("prepare", "implement", "inspect", "review", "commit")
+# How a phase ended: ok (go on), noop (the cycle ends with nothing to land), failed
+# (the cycle ends; the task's error says why), rejected (review said no).
+STATUSES = ("ok", "noop", "failed", "rejected")
+
+
+def cycle_id(task_id: UUID) -> UUID:
+    return stable_id("self-update-cycle", str(task_id))
+
+
+def self_update_ref(task_id: UUID) -> str:
+    """Where an accepted commit lands in the registered repository (never a branch)."""
+    return f"refs/tachograph/self-update/{task_id}"
+
+
+class SelfUpdateCycle(TachographAggregate):
+    """Phases of every attempt of one self-update task, and the ref it landed, if any."""
+
+    TOPIC = "SelfUpdateCycle"
+
+    @staticmethod
+    def create_id(task_id: UUID, **_: Any) -> UUID:
+        return cycle_id(task_id)
+
+    @event("Created", topic="SelfUpdateCycle.Created")
+    def __init__(self, task_id: UUID, workspace: str) -> None:
+        self.task_id = task_id
+        self.workspace = workspace
+        self.ref: str | None = None
+        self.commit: str | None = None
+        self.discarded = False
+
+    def record(self, attempt: int, phase: str, status: str, evidence: dict[str, Any]) -> None:
+        if phase not in PHASES or status not in STATUSES:
+            raise ValueError(f"unknown phase {phase!r} or status {status!r}")
+        self._phase_recorded(attempt, phase, status, evidence)
+
+    @event("PhaseRecorded", topic="SelfUpdateCycle.PhaseRecorded")
+    def _phase_recorded(
+        self, attempt: int, phase: str, status: str, evidence: dict[str, Any]
+    ) -> None:
+        if phase == "commit" and status == "ok":
+            self.ref = evidence["ref"]
+            self.commit = evidence["commit"]
+            self.discarded = False
+
+    def discard(self, actor: str, reason: str | None) -> None:
+        if self.ref is None or self.discarded:
+            raise InvalidState("Self-update cycle", "without an imported ref", "discarded")
+        self._discarded(self.ref, actor, reason)
+
+    @event("Discarded", topic="SelfUpdateCycle.Discarded")
+    def _discarded(self, ref: str, actor: str, reason: str | None) -> None:
+        self.discarded = True
+
+
+class CycleRecorder:
+    """Appends phases to a task's cycle, creating the cycle with its first phase."""
+
+    def __init__(self, app: Tachograph) -> None:
+        self.app = app
+
+    def record(
+        self,
+        task_id: UUID,
+        workspace: str,
+        attempt: int,
+        phase: str,
+        status: str,
+        evidence: dict[str, Any],
+    ) -> int | None:
+        for _ in range(5):  # a concurrent writer of the same cycle: reload and append again
+            try:
+                cycle: SelfUpdateCycle = self.app.repository.get(cycle_id(task_id))
+            except AggregateNotFoundError:
+                cycle = SelfUpdateCycle(task_id=task_id, workspace=workspace)
+            cycle.record(attempt, phase, status, evidence)
+            try:
+                position: int | None = self.app.record(cycle)
+                return position
+            except IntegrityError:
+                continue
+        raise RuntimeError(f"could not record the {phase} phase of task {task_id}")
+
+    def discard(self, task_id: UUID, actor: str, reason: str | None) -> tuple[str, int | None]:
+        """Mark the cycle's imported ref discarded; returns the ref (the caller deletes it)."""
+        cycle = self.app.load(SelfUpdateCycle, cycle_id(task_id), "Self-update cycle")
+        ref = cycle.ref
+        cycle.discard(actor, reason)
+        assert ref is not None
+        return ref, self.app.record(cycle)

@@ -1,0 +1,304 @@
+"""One attempt of a self-update task, in a contained clone and a fixed order of phases.
+
+prepare → implement → inspect → review → commit, each recorded on the task's
+`SelfUpdateCycle` with its evidence:
+
+- prepare: the registered checkout must be a clean Git repository; its HEAD, branch
+  and remotes' digest are captured, and it is cloned (no hardlinks, no remotes) into
+  the data directory on the branch `tachograph/self-update/<taskId>`. A dirty or
+  missing repository ends the cycle as a no-op that says why.
+- implement: the agent runs in the clone with an environment holding no credential
+  but its own agent token, `HOME` an empty per-attempt directory, and only the
+  variables the operator allowed (TACHOGRAPH_SELF_UPDATE_ENV). Its token carries the
+  self-update tool policy, so every PreToolUse it reports is checked by code first.
+- inspect: the bounded patch of base..HEAD and its SHA-256; no change is a no-op.
+- review: a second run of the agent is shown the patch and must answer with its
+  digest to approve; anything else is a rejection, and nothing is imported.
+- commit: the digest is checked against the clone again immediately before the
+  commit is imported as `refs/tachograph/self-update/<taskId>` in the registered
+  repository, whose working tree, index and branches are never touched, and only
+  while its remotes are unchanged.
+
+The registered checkout is never the agent's working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from domain.credentials import SELF_UPDATE_POLICY, Binding
+from domain.self_update_cycle import CycleRecorder, self_update_ref
+from infra.executor import RunResult, describe_exit
+from infra.self_update_git import (
+    Change,
+    GitError,
+    ImportRefused,
+    checkout_state,
+    import_commit,
+    inspect_change,
+    prepare_clone,
+)
+
+if TYPE_CHECKING:
+    from domain.tasks import Claim
+    from scheduler.tasks import TaskExecutor, TranscriptWriter
+
+log = logging.getLogger(__name__)
+
+# What reaches the agent from the server's environment when nothing else is allowed.
+BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+REVIEW_PROMPT = (
+    "Review this change to the workspace, made by an autonomous self-update cycle. "
+    "Approve it only if it is small, safe, correct and does what its summary says. "
+    "To approve, end your final message with the line `APPROVE {digest}` exactly; "
+    "to reject, end it with `REJECT: <reason>`.\n\nPatch (SHA-256 {digest}):\n\n{patch}"
+)
+PATCH_IN_PROMPT_BYTES = 64 * 1024
+
+
+class SelfUpdateAttempt:
+    """Runs one attempt's phases and settles the task itself."""
+
+    def __init__(
+        self, executor: TaskExecutor, claim: Claim, writer: TranscriptWriter, checkout: Path
+    ) -> None:
+        self.executor = executor
+        self.claim = claim
+        self.writer = writer
+        self.checkout = checkout
+        self.cycles = CycleRecorder(executor.app)
+        self.base = (
+            executor.settings.data_dir.resolve()
+            / "self-update"
+            / str(claim.task_id)
+            / str(claim.attempt)
+        )
+
+    def run(self) -> None:
+        try:
+            self._phases()
+        finally:
+            # The evidence is in the log; the clone and its HOME are not kept.
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    # Phases
+
+    def _phases(self) -> None:
+        state = checkout_state(self.checkout)
+        captured = {
+            "head": state.head,
+            "branch": state.branch,
+            "remotesDigest": state.remotes_digest,
+        }
+        if not state.eligible:
+            reason = state.reason or "the registered checkout is not eligible"
+            self._phase("prepare", "noop", {**captured, "reason": reason})
+            self._complete(f"no-op: {reason}")
+            return
+        try:
+            clone = prepare_clone(
+                self.checkout,
+                self.base / "clone",
+                f"tachograph/self-update/{self.claim.task_id}",
+                base=state.head,  # the commit that was checked, not whatever HEAD is now
+            )
+        except GitError as exc:
+            self._phase("prepare", "failed", {**captured, "reason": str(exc)})
+            self._fail("infrastructure", f"preparing the clone failed: {exc}")
+            return
+        self._phase(
+            "prepare", "ok", {**captured, "clonePath": str(clone.path), "cloneBranch": clone.branch}
+        )
+        home = self.base / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        token = self.executor.issue_token(
+            self.claim, Binding(policy=SELF_UPDATE_POLICY, root=str(clone.path))
+        )
+        env = self._contained_env(token, home)
+
+        result = self._agent(self.claim.prompt, clone.path, env)
+        if not _succeeded(result):
+            self._phase("implement", "failed", {"exit": _exit(result)})
+            self.executor.revoke_token(self.claim)
+            self.executor.finish(self.claim, self.writer, result)
+            return
+        summary = self.writer.stream.outcome
+        self._phase("implement", "ok", {"exit": _exit(result), "summary": summary})
+
+        change = inspect_change(clone)
+        if change.noop:
+            self._phase("inspect", "noop", {"summary": summary})
+            self._complete(f"no-op: the agent changed nothing. {summary or ''}".strip())
+            return
+        if change.problem is not None:
+            self._phase("inspect", "failed", _inspected(change))
+            self._fail("validation", f"inspection refused the change: {change.problem}")
+            return
+        self._phase("inspect", "ok", _inspected(change))
+
+        self.writer.new_run()  # the verdict must be the reviewer's own words
+        review = self._agent(_review_prompt(change), clone.path, env)
+        verdict = self.writer.stream.outcome or ""
+        self.executor.revoke_token(self.claim)
+        approved = _succeeded(review) and f"APPROVE {change.digest}" in verdict
+        evidence = {"digest": change.digest, "verdict": verdict[-2000:], "exit": _exit(review)}
+        if not approved:
+            self._phase("review", "rejected", evidence)
+            self._complete("review rejected the change; nothing was imported")
+            return
+        self._phase("review", "ok", evidence)
+
+        ref = self_update_ref(self.claim.task_id)
+        try:
+            commit = import_commit(
+                self.checkout,
+                clone,
+                expected_digest=change.digest,
+                expected_remotes_digest=state.remotes_digest or "",
+                ref=ref,
+            )
+        except (ImportRefused, GitError) as exc:
+            self._phase("commit", "failed", {"digest": change.digest, "reason": str(exc)})
+            self._fail("validation", f"the commit was not imported: {exc}")
+            return
+        self._phase("commit", "ok", {"digest": change.digest, "ref": ref, "commit": commit})
+        self._complete(f"imported {commit[:12]} as {ref}")
+
+    # Pieces
+
+    def _agent(self, prompt: str, clone: Path, env: dict[str, str]) -> RunResult:
+        settings = write_hook_settings(self.base / "claude-settings.json")
+        spec = self.executor.command(self.claim, prompt, clone, env, hook_settings=settings)
+        return self.executor.run_agent(self.claim, self.writer, spec)
+
+    def _contained_env(self, token: str | None, home: Path) -> dict[str, str]:
+        allowed = (*BASE_ENV, *self.executor.settings.self_update_env)
+        env = {k: os.environ[k] for k in allowed if k in os.environ}
+        tmp = self.base / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        env.update(
+            {
+                "HOME": str(home),
+                "TMPDIR": str(tmp),
+                # Where the command hook notes delivery failures: never the clone.
+                "TACHOGRAPH_DATA_DIR": str(self.base / "hooks"),
+                "TACHOGRAPH_TASK_ID": str(self.claim.task_id),
+                "TACHOGRAPH_TURN_ID": self.claim.turn_id,
+                "TACHOGRAPH_SESSION_ID": str(self.claim.session_id),
+                "TACHOGRAPH_URL": self.executor.settings.url,
+                "TACHOGRAPH_WORKSPACE": self.claim.workspace,
+            }
+        )
+        if token is not None:
+            env["TACHOGRAPH_AGENT_TOKEN"] = token
+        return env
+
+    def _phase(self, phase: str, status: str, evidence: dict[str, Any]) -> None:
+        self.writer.note("status", f"self-update {phase}: {status}")
+        self.writer.flush()
+        self.executor._settle_retrying(
+            lambda: self.cycles.record(
+                self.claim.task_id,
+                self.claim.workspace,
+                self.claim.attempt,
+                phase,
+                status,
+                evidence,
+            )
+        )
+
+    def _complete(self, outcome: str) -> None:
+        self._conclude(
+            lambda: self.executor.service.complete(self.claim.task_id, self.claim.attempt, outcome),
+            outcome,
+        )
+
+    def _fail(self, error_class: str, error: str) -> None:
+        self._conclude(
+            lambda: self.executor.service.fail(
+                self.claim.task_id, self.claim.attempt, error_class, error
+            ),
+            error,
+        )
+
+    def _conclude(self, record: Callable[[], object], how: str) -> None:
+        self.executor.revoke_token(self.claim)
+
+        def settle() -> str:
+            record()
+            return self.executor.status_of(self.claim)
+
+        self.executor.conclude(self.claim, settle, how)
+
+
+# Claude Code's events, as command hooks: they read the agent's token, session and URL
+# from its environment, and the gate events are fail-closed (an unreachable Tachograph
+# denies the call instead of letting it through unchecked).
+HOOK_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "SubagentStart",
+    "SubagentStop",
+    "Stop",
+    "StopFailure",
+    "SessionEnd",
+)
+GATE_EVENTS = frozenset({"UserPromptSubmit", "PreToolUse"})
+
+
+def write_hook_settings(path: Path) -> Path:
+    """A Claude Code settings file (for `--settings {hookSettings}`) outside the clone."""
+    command = shlex.join([sys.executable, "-m", "api.cli", "hook", "claude"])
+    hooks = {
+        event: [
+            {
+                "matcher": "*",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": f"{command} {event}"
+                        + (" --fail-closed" if event in GATE_EVENTS else ""),
+                    }
+                ],
+            }
+        ]
+        for event in HOOK_EVENTS
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"hooks": hooks}, indent=2))
+    return path
+
+
+def _succeeded(result: RunResult) -> bool:
+    return result.reaped and result.stopped is None and result.exit_code == 0
+
+
+def _exit(result: RunResult) -> str:
+    return describe_exit(result)
+
+
+def _inspected(change: Change) -> dict[str, Any]:
+    return {
+        "digest": change.digest,
+        "bytes": change.size,
+        "files": [[status, path] for status, path in change.files],
+        "commits": change.commits,
+        "problem": change.problem,
+        "patch": change.patch.decode("utf-8", errors="replace"),
+    }
+
+
+def _review_prompt(change: Change) -> str:
+    patch = change.patch[:PATCH_IN_PROMPT_BYTES].decode("utf-8", errors="replace")
+    return REVIEW_PROMPT.format(digest=change.digest, patch=patch)

@@ -1,0 +1,99 @@
+"""A stand-in self-update agent whose behaviour the task's prompt scripts.
+
+The cycle runs it twice: first with the task's prompt, a JSON script
+`{"implement": ..., "review": ..., "checkout": PATH?, "record": PATH?}`, then with the
+review prompt (which carries the patch and its digest). It works in its current
+directory, the clone, as a real agent would. `record` collects what it saw there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT_FILE = ".self-update-script.json"  # kept in the clone's .git, so never committed
+
+
+def git(*args: str) -> str:
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def say(text: str) -> None:
+    print(json.dumps({"type": "result", "result": text}), flush=True)
+
+
+def note(script: dict[str, str], what: dict[str, object]) -> None:
+    if script.get("record"):
+        with open(script["record"], "a", encoding="utf-8") as out:
+            out.write(json.dumps(what) + "\n")
+
+
+def implement(script: dict[str, str]) -> int:
+    here = Path.cwd()
+    note(
+        script,
+        {
+            "phase": "implement",
+            "cwd": str(here),
+            "env": sorted(os.environ),
+            "home": os.environ.get("HOME"),
+            "branch": git("rev-parse", "--abbrev-ref", "HEAD").strip(),
+            "remotes": git("remote").split(),
+        },
+    )
+    how = script["implement"]
+    if how == "noop":
+        say("Nothing needed changing.")
+        return 0
+    if how == "fail":
+        print("invalid argument: cannot work here", file=sys.stderr)
+        return 2
+    (here / "CHANGELOG.md").write_text("- tidy the docs\n")
+    if how == "dirty":
+        say("Left it uncommitted.")
+        return 0
+    git("add", "-A")
+    git("commit", "-q", "-m", "Tidy the docs")
+    if how == "remote-change":
+        # Someone changes the registered checkout's remotes while the cycle runs.
+        subprocess.run(
+            ["git", "-C", script["checkout"], "remote", "add", "late", "/nowhere"], check=True
+        )
+    say("Added a changelog entry.")
+    return 0
+
+
+def review(script: dict[str, str], prompt: str) -> int:
+    digest = re.search(r"\(SHA-256 (\S+)\)", prompt)
+    note(script, {"phase": "review", "digest": digest.group(1) if digest else None})
+    how = script["review"]
+    if how == "reject" or digest is None:
+        say("Looks wrong.\nREJECT: the change is not needed")
+        return 0
+    if how == "wrong-digest":
+        say("Fine.\nAPPROVE sha256:" + "0" * 64)
+        return 0
+    if how == "tamper":
+        # Approve, then change the clone: the commit phase must notice.
+        Path("CHANGELOG.md").write_text("- something else\n")
+        git("commit", "-q", "-a", "--amend", "-m", "Tidy the docs")
+    say(f"Small and safe.\nAPPROVE {digest.group(1)}")
+    return 0
+
+
+def main() -> int:
+    prompt = sys.argv[1]
+    state = Path(git("rev-parse", "--git-dir").strip()) / SCRIPT_FILE
+    if prompt.startswith("{"):
+        state.write_text(prompt)
+        return implement(json.loads(prompt))
+    return review(json.loads(state.read_text()), prompt)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,219 @@
+"""Self-update cycles in a contained clone, through the real executor (both stores).
+
+A stand-in agent scripted by the task's prompt works in the clone; the workflow route
+shows the phases; the registered checkout only ever gains a ref.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from domain.task_policy import SOURCE_SELF_UPDATE
+from infra.settings import Settings
+
+AGENT = str(Path(__file__).with_name("self_update_agent.py"))
+TERMINAL = {"completed", "failed", "dead-letter", "cancelled"}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def repo(settings: Settings) -> Path:
+    path = settings.workspace_root / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.invalid")
+    git(path, "config", "user.name", "Dev")
+    (path / "README.md").write_text("# repo\n")
+    (path / ".gitignore").write_text("*.log\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "first")
+    git(path, "remote", "add", "origin", "/nowhere/origin.git")
+    return path
+
+
+@pytest.fixture
+def api(settings: Settings, repo: Path) -> Iterator[TestClient]:
+    configured = settings.with_(
+        task_command=(sys.executable, AGENT, "{prompt}"),
+        task_poll_interval_s=0.05,
+        task_kill_grace_s=0.3,
+        task_timeout_s=60.0,
+    )
+    with TestClient(create_app(configured), raise_server_exceptions=False) as client:
+        made = client.post("/api/workspaces", json={"id": "repo", "path": "repo"})
+        assert made.status_code == 201
+        yield client
+
+
+def snapshot(repo: Path) -> dict[str, Any]:
+    """What the operator sees of the checkout: files, index, HEAD, branches, status."""
+    files = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    git_dir = repo / ".git"
+    return {
+        "files": files,
+        "head": (git_dir / "HEAD").read_text(),
+        "index": hashlib.sha256((git_dir / "index").read_bytes()).hexdigest(),
+        "branches": git(repo, "for-each-ref", "refs/heads", "refs/remotes"),
+        "status": git(repo, "status", "--porcelain=v1", "--untracked-files=all"),
+        "config": (git_dir / "config").read_text(),
+    }
+
+
+def cycle(api: TestClient, tmp_path: Path, **script: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run one self-update task with this script; its final row and its workflow."""
+    services = api.app.state.services  # type: ignore[attr-defined]
+    record = tmp_path / "agent.jsonl"
+    prompt = json.dumps({**script, "record": str(record)})
+    recorded = services.tasks.service.create(
+        "repo", prompt, None, 1, "test", source=SOURCE_SELF_UPDATE
+    )
+    task_id = str(recorded.aggregate_id)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        head = services.app.recorder.max_notification_id()
+        task = api.get(f"/api/tasks/{task_id}?minPosition={head}").json()
+        if task["status"] in TERMINAL:
+            break
+        time.sleep(0.1)
+    assert task["status"] in TERMINAL, task
+    flow = api.get(f"/api/tasks/{task_id}/workflow")
+    assert flow.status_code == 200, flow.text
+    return task, flow.json()
+
+
+def phases(flow: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(p["phase"], p["status"]) for p in flow["phases"]]
+
+
+def seen(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "agent.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_dirty_checkout_is_a_no_op_saying_why(
+    api: TestClient, repo: Path, tmp_path: Path
+) -> None:
+    (repo / "README.md").write_text("# edited by the operator\n")
+    before = snapshot(repo)
+    task, flow = cycle(api, tmp_path, implement="commit", review="approve")
+    assert task["status"] == "completed" and task["outcome"].startswith("no-op:")
+    assert "README.md" in task["outcome"]
+    assert phases(flow) == [("prepare", "noop")]
+    assert seen(tmp_path) == []  # the agent never ran
+    assert snapshot(repo) == before
+
+
+def test_a_good_change_lands_as_a_ref_and_nothing_else_moves(
+    api: TestClient, repo: Path, tmp_path: Path
+) -> None:
+    before = snapshot(repo)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    task, flow = cycle(api, tmp_path, implement="commit", review="approve")
+    assert task["status"] == "completed", task
+    assert phases(flow) == [
+        ("prepare", "ok"),
+        ("implement", "ok"),
+        ("inspect", "ok"),
+        ("review", "ok"),
+        ("commit", "ok"),
+    ]
+    prepared = flow["phases"][0]["evidence"]
+    assert prepared["head"] == head and prepared["branch"] == "main"
+    inspected = flow["phases"][2]["evidence"]
+    assert inspected["files"] and "CHANGELOG.md" in json.dumps(inspected["files"])
+    assert "+- tidy the docs" in inspected["patch"]
+    digest = inspected["digest"]
+    assert flow["phases"][3]["evidence"]["digest"] == digest
+    ref = f"refs/tachograph/self-update/{task['id']}"
+    assert flow["ref"] == ref and task["outcome"] == f"imported {flow['commit'][:12]} as {ref}"
+    assert git(repo, "rev-parse", ref).strip() == flow["commit"]
+    assert git(repo, "merge-base", "--is-ancestor", head, ref) == ""
+    assert snapshot(repo) == before  # working tree, index, HEAD, branches, config
+    implement, review = seen(tmp_path)
+    assert Path(implement["cwd"]) != repo and implement["remotes"] == []
+    assert implement["branch"] == f"tachograph/self-update/{task['id']}"
+    assert implement["home"] != str(Path.home())
+    assert "TACHOGRAPH_API_KEY" not in implement["env"]
+    assert "TACHOGRAPH_DATABASE_URL" not in implement["env"]
+    assert review["digest"] == digest
+
+    discarded = api.post(f"/api/tasks/{task['id']}/discard", json={"reason": "not now"})
+    assert discarded.status_code == 200, discarded.text
+    assert discarded.json()["discardedAt"] is not None
+    refs = git(repo, "for-each-ref", "refs/tachograph")
+    assert refs == ""
+    again = api.post(f"/api/tasks/{task['id']}/discard")
+    assert again.status_code == 409
+    assert snapshot(repo) == before
+
+
+def test_review_rejection_imports_nothing(api: TestClient, repo: Path, tmp_path: Path) -> None:
+    task, flow = cycle(api, tmp_path, implement="commit", review="reject")
+    assert phases(flow)[-1] == ("review", "rejected")
+    assert task["status"] == "completed" and "nothing was imported" in task["outcome"]
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_a_wrong_digest_is_a_rejection(api: TestClient, repo: Path, tmp_path: Path) -> None:
+    _, flow = cycle(api, tmp_path, implement="commit", review="wrong-digest")
+    assert phases(flow)[-1] == ("review", "rejected")
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_a_clone_changed_after_review_is_not_imported(
+    api: TestClient, repo: Path, tmp_path: Path
+) -> None:
+    task, flow = cycle(api, tmp_path, implement="commit", review="tamper")
+    assert phases(flow)[-1] == ("commit", "failed")
+    assert "digest" in flow["phases"][-1]["evidence"]["reason"]
+    assert task["status"] == "failed"
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_remotes_changed_during_the_cycle_are_refused(
+    api: TestClient, repo: Path, tmp_path: Path
+) -> None:
+    task, flow = cycle(
+        api, tmp_path, implement="remote-change", review="approve", checkout=str(repo)
+    )
+    assert phases(flow)[-1] == ("commit", "failed")
+    assert "remote" in flow["phases"][-1]["evidence"]["reason"]
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_no_change_and_leftovers(api: TestClient, repo: Path, tmp_path: Path) -> None:
+    task, flow = cycle(api, tmp_path, implement="noop", review="approve")
+    assert phases(flow) == [("prepare", "ok"), ("implement", "ok"), ("inspect", "noop")]
+    assert task["status"] == "completed" and "Nothing needed changing" in task["outcome"]
+    (tmp_path / "agent.jsonl").unlink()
+    task, flow = cycle(api, tmp_path, implement="dirty", review="approve")
+    assert phases(flow)[-1] == ("inspect", "failed")
+    assert task["status"] == "failed" and task["lastErrorClass"] == "validation"
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_a_task_without_a_cycle_has_no_workflow(api: TestClient) -> None:
+    made = api.post("/api/tasks", json={"workspaceId": "default", "prompt": "x"}).json()
+    missing = api.get(f"/api/tasks/{made['id']}/workflow")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
