@@ -652,7 +652,14 @@ views.tasks = () => {
 
 // ---------------------------------------------------------------- one task
 
-const taskView = { id: null, task: null, signature: null, openAttempts: new Map() };
+const taskView = {
+  id: null,
+  task: null,
+  signature: null,
+  openAttempts: new Map(),
+  workflow: null,
+  workflowSignature: null,
+};
 
 function link(href, text) {
   return h("a", { href }, text);
@@ -762,28 +769,328 @@ views.task = (id) => {
     taskView.openAttempts = new Map();
     $("#task-summary").value = "";
     setText($("#task-action-done"), "");
+    setText($("#workflow-action-done"), "");
+    // Never show the previous task's workflow while this one's is on its way.
+    taskView.workflow = null;
+    $("#task-workflow").hidden = true;
+    setAttr($("#task-workflow"), "data-checked", null);
   }
   showMessage($("#task-action-error"), "");
+  showMessage($("#workflow-action-error"), "");
   taskView.id = id;
   taskView.signature = null;
+  taskView.workflowSignature = null;
   every(
     BOARD_INTERVAL_MS,
     async () => {
       const task = await api(`/api/tasks/${encodeURIComponent(id)}`);
       const signature = JSON.stringify(task);
-      if (signature !== taskView.signature) {
+      const changed = signature !== taskView.signature;
+      if (changed) {
         taskView.signature = signature;
         renderTask(task);
       }
+      // Every phase also notes itself in the task's activity, so a task without a
+      // workflow is asked again only when it changed; one with a workflow on every tick
+      // (another operator may discard its change).
+      if (changed || taskView.workflow) await loadWorkflow(id);
     },
     $("#task-error"),
   );
 };
 
 async function reloadTask() {
-  const task = await api(`/api/tasks/${encodeURIComponent(taskView.id)}`);
+  const id = taskView.id;
+  const task = await api(`/api/tasks/${encodeURIComponent(id)}`);
   taskView.signature = JSON.stringify(task);
   renderTask(task);
+  await loadWorkflow(id);
+}
+
+// ---------------------------------------------------------------- one task: self-update workflow
+
+const PHASES = ["prepare", "implement", "inspect", "review", "commit"];
+const FILE_STATUS = { A: "added", M: "modified", D: "deleted" };
+
+/** GET the task's workflow; a 404 means the task has none (no self-update cycle). */
+async function loadWorkflow(id) {
+  let flow = null;
+  try {
+    flow = await api(`/api/tasks/${encodeURIComponent(id)}/workflow`);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 404)) throw error;
+  }
+  if (taskView.id !== id) return;
+  taskView.workflow = flow;
+  renderWorkflow(flow);
+}
+
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function shortSha(sha) {
+  return sha ? String(sha).slice(0, 12) : "";
+}
+
+function lastLine(text, max = 160) {
+  const lines = String(text || "").split("\n").filter((l) => l.trim());
+  const line = lines.length ? lines[lines.length - 1] : "";
+  return line.length > max ? line.slice(0, max - 1) + "…" : line;
+}
+
+/** The newest recorded phase called `name` (of `attempt`, when given). */
+function newestPhase(flow, name, attempt) {
+  for (let i = flow.phases.length - 1; i >= 0; i -= 1) {
+    const p = flow.phases[i];
+    if (p.phase === name && (attempt === undefined || p.attempt === attempt)) return p;
+  }
+  return null;
+}
+
+/** One word for where the cycle stands, from its newest phase. */
+function workflowState(flow, live) {
+  const last = flow.phases[flow.phases.length - 1];
+  if (flow.discardedAt) return "discarded";
+  if (flow.ref) return "imported";
+  if (!last) return live ? "running" : "no phases";
+  if (last.status === "ok" && last.phase !== "commit") return live ? "running" : "stopped";
+  return { noop: "no-op", failed: "failed", rejected: "rejected" }[last.status] || last.status;
+}
+
+/** `sha256:<64 hex>` anywhere in `text` → its first 8 hex digits and an ellipsis. */
+function shortenDigests(text) {
+  return String(text || "").replace(/sha256:([0-9a-f]{8})[0-9a-f]{56}/g, "sha256:$1…");
+}
+
+/** What a phase's evidence says, in one line (the patch and verdict are shown in full below). */
+function phaseNote(p) {
+  const e = p.evidence || {};
+  const bad = p.status === "failed" || p.status === "rejected";
+  // `exit` is a phrase ("exit code 0", "killed by SIGKILL"); a bare number reads as a code.
+  const exit = e.exit === null || e.exit === undefined ? "" : typeof e.exit === "number" ? `exit code ${e.exit}` : e.exit;
+  const parts = [];
+  if (p.phase === "prepare") {
+    if (e.head) parts.push(`${e.branch || "detached HEAD"} at ${shortSha(e.head)}`);
+    if (e.reason) parts.push(e.reason);
+  } else if (p.phase === "implement") {
+    parts.push(exit, e.summary ? firstLine(e.summary, 140) : "");
+  } else if (p.phase === "inspect") {
+    if (p.status === "noop") parts.push("no change", e.summary ? firstLine(e.summary, 140) : "");
+    else {
+      const files = Array.isArray(e.files) ? e.files.length : 0;
+      parts.push(plural(files, "file"), plural(e.bytes ?? 0, "byte"), plural(e.commits ?? 0, "commit"));
+      if (e.digest) parts.push(shortenDigests(e.digest));
+      if (e.problem) parts.push(e.problem);
+    }
+  } else if (p.phase === "review") {
+    parts.push(exit, shortenDigests(lastLine(e.verdict, 140)));
+  } else if (p.phase === "commit") {
+    parts.push(e.commit ? `imported ${shortSha(e.commit)}` : "", e.reason ? shortenDigests(e.reason) : "");
+  }
+  const text = parts.filter(Boolean).join(" · ");
+  return text ? h("span", { class: `phase-note ${bad ? "error" : "muted"}` }, text) : null;
+}
+
+function phaseStep(name, p, waiting) {
+  if (p) {
+    return h(
+      "li",
+      { class: "phase", "data-phase": name, "data-status": p.status },
+      h("span", { class: "phase-name" }, name),
+      " ",
+      badge(p.status),
+      " ",
+      h("time", { datetime: p.at, title: fmtTime(p.at), class: "muted" }, fmtClock(p.at)),
+      " ",
+      phaseNote(p),
+    );
+  }
+  const state = waiting ? "pending" : "not-reached";
+  return h(
+    "li",
+    { class: "phase", "data-phase": name, "data-status": state },
+    h("span", { class: "phase-name" }, name),
+    " ",
+    h("span", { class: `badge s-${state}` }, waiting ? "pending" : "not reached"),
+  );
+}
+
+function renderPhases(flow, live) {
+  const attempts = new Map();
+  for (const p of flow.phases) {
+    if (!attempts.has(p.attempt)) attempts.set(p.attempt, []);
+    attempts.get(p.attempt).push(p);
+  }
+  const latest = Math.max(0, ...attempts.keys());
+  const items = [];
+  for (const [attempt, list] of attempts) {
+    const byPhase = new Map(list.map((p) => [p.phase, p]));
+    // A phase that did not end "ok", or the commit, ends the attempt's cycle.
+    const ended = list.some((p) => p.status !== "ok" || p.phase === "commit");
+    const waiting = live && attempt === latest && !ended;
+    const extra = list.filter((p) => !PHASES.includes(p.phase));
+    items.push(
+      h(
+        "li",
+        { class: "wf-attempt", "data-attempt": attempt },
+        h("h4", null, `Attempt ${attempt}`),
+        h(
+          "ol",
+          { class: "phases" },
+          PHASES.map((name) => phaseStep(name, byPhase.get(name), waiting)),
+          extra.map((p) => phaseStep(p.phase, p, false)),
+        ),
+      ),
+    );
+  }
+  if (!items.length) items.push(h("li", { class: "muted" }, live ? "No phase recorded yet." : "No phase recorded."));
+  $("#workflow-attempts").replaceChildren(...items);
+}
+
+/**
+ * A unified diff as DOM text only: one block per file (its path as a heading, then its
+ * header lines), hunk headers, added, removed and context lines, each styled by kind.
+ */
+function renderDiff(patch) {
+  const blocks = [];
+  const files = [];
+  let file = null;
+  let inHeader = false;
+  const open = (gitLine) => {
+    let path = null;
+    if (gitLine) {
+      const rest = gitLine.slice("diff --git ".length);
+      // --no-renames: both sides name one path, `a/P b/P`.
+      const half = (rest.length - 1) / 2;
+      if (Number.isInteger(half) && rest.startsWith("a/") && rest.slice(half + 1) === `b/${rest.slice(2, half)}`) {
+        path = rest.slice(2, half);
+      } else {
+        path = rest;
+      }
+    }
+    const lines = h("div", { class: "diff-lines" });
+    const head = h("h5", { class: "diff-file-head" }, path === null ? "(preamble)" : h("code", null, path));
+    file = { head, lines, status: null, added: 0, removed: 0 };
+    files.push(file);
+    blocks.push(h("section", { class: "diff-file", "data-path": path ?? "" }, head, lines));
+    return file;
+  };
+  const add = (kind, line) => file.lines.append(h("div", { class: `dl dl-${kind}` }, line));
+  const lines = String(patch || "").split("\n");
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  for (const line of lines) {
+    if (line.startsWith("diff --git ")) {
+      open(line);
+      inHeader = true;
+      add("meta", line);
+      continue;
+    }
+    if (!file) open(null);
+    if (line.startsWith("@@")) {
+      inHeader = false;
+      add("hunk", line);
+    } else if (inHeader) {
+      // `--- a/P` and `+++ b/P` are header lines only before the first hunk: inside one,
+      // a removed line may well start with "--".
+      if (line.startsWith("new file mode")) file.status = "added";
+      else if (line.startsWith("deleted file mode")) file.status = "deleted";
+      add("meta", line);
+    } else if (line.startsWith("+")) {
+      file.added += 1;
+      add("add", line);
+    } else if (line.startsWith("-")) {
+      file.removed += 1;
+      add("del", line);
+    } else if (line.startsWith("\\")) add("meta", line);
+    else add("ctx", line);
+  }
+  for (const f of files) {
+    if (f.status) f.head.append(" ", h("span", { class: "badge" }, f.status));
+    f.head.append(" ", h("span", { class: "muted diff-counts" }, `+${f.added} −${f.removed}`));
+  }
+  if (!blocks.length) blocks.push(h("p", { class: "muted" }, "(empty patch)"));
+  $("#workflow-diff").replaceChildren(...blocks);
+}
+
+function renderWorkflow(flow) {
+  const section = $("#task-workflow");
+  const task = taskView.task;
+  const live = Boolean(task) && !TERMINAL.has(task.status);
+  const signature = JSON.stringify([flow, live]);
+  if (signature !== taskView.workflowSignature) {
+    taskView.workflowSignature = signature;
+    if (!flow) {
+      section.hidden = true;
+    } else {
+      section.hidden = false;
+      fillWorkflow(flow, live);
+    }
+  }
+  // Tests (and anyone curious) can tell the answer for this task has arrived.
+  setAttr(section, "data-checked", taskView.id);
+}
+
+function fillWorkflow(flow, live) {
+  setBadge($("#workflow-state"), workflowState(flow, live));
+  renderPhases(flow, live);
+
+  const inspected = [...flow.phases]
+    .reverse()
+    .find((p) => p.phase === "inspect" && p.evidence && typeof p.evidence.patch === "string");
+  const reviewed = inspected ? newestPhase(flow, "review", inspected.attempt) : null;
+  const prepared = newestPhase(flow, "prepare");
+  const digest = (inspected && inspected.evidence.digest) || (reviewed && reviewed.evidence.digest) || null;
+  const refValue = flow.ref
+    ? [h("code", null, flow.ref), flow.discardedAt ? h("span", { class: "muted" }, " (deleted from the repository)") : null]
+    : h("span", { class: "muted" }, live ? "nothing imported yet" : "nothing imported");
+  fields($("#workflow-fields"), [
+    ["Imported ref", refValue],
+    ["Commit", flow.commit ? h("code", { class: "digest" }, flow.commit) : null],
+    ["Digest", digest ? h("code", { class: "digest" }, digest) : null],
+    [
+      "Base",
+      prepared && prepared.evidence.head
+        ? [prepared.evidence.branch || "detached HEAD", " at ", h("code", null, shortSha(prepared.evidence.head))]
+        : null,
+    ],
+    ["Discarded", flow.discardedAt ? [timeEl(flow.discardedAt), flow.discardedBy ? ` by ${flow.discardedBy}` : ""] : undefined],
+  ]);
+
+  const button = $("#workflow-discard");
+  button.hidden = !flow.ref;
+  setEnabled(button, Boolean(flow.ref) && !flow.discardedAt);
+  let help;
+  if (!flow.ref) help = live ? "Nothing imported yet." : "Nothing was imported, so there is nothing to discard.";
+  else if (flow.discardedAt) {
+    help = `Discarded ${fmtTime(flow.discardedAt)}${flow.discardedBy ? ` by ${flow.discardedBy}` : ""}: the ref is gone from the repository.`;
+  } else help = "Deletes the ref from the repository; the evidence stays in the log.";
+  setText($("#workflow-discard-help"), help);
+
+  $("#workflow-change").hidden = !inspected;
+  if (!inspected) return;
+  const files = Array.isArray(inspected.evidence.files) ? inspected.evidence.files : [];
+  setText($("#workflow-files-count"), `(${files.length})`);
+  $("#workflow-files").replaceChildren(
+    ...files.map(([status, path]) =>
+      h(
+        "li",
+        { "data-file-status": status },
+        h("span", { class: `badge f-${status}` }, FILE_STATUS[status] || status),
+        " ",
+        h("code", null, path),
+      ),
+    ),
+  );
+  const verdict = $("#workflow-verdict");
+  if (reviewed && reviewed.evidence.verdict) {
+    setAttr(verdict, "class", "text");
+    setText(verdict, reviewed.evidence.verdict);
+  } else {
+    setAttr(verdict, "class", "text muted");
+    setText(verdict, reviewed ? "(the reviewer said nothing)" : live ? "Not reviewed yet." : "Not reviewed.");
+  }
+  renderDiff(inspected.evidence.patch);
 }
 
 function wireTaskActions() {
@@ -839,6 +1146,40 @@ function wireTaskActions() {
     } else {
       await guarded($("#task-error"), reloadTask);
     }
+  });
+}
+
+function wireWorkflow() {
+  $("#workflow-discard").addEventListener("click", async (event) => {
+    const button = event.currentTarget;
+    const id = taskView.id;
+    const flow = taskView.workflow;
+    if (!flow || !flow.ref) return;
+    let answered = null;
+    const ok = await command(button, {
+      title: "Discard this imported change?",
+      body:
+        `${flow.ref} (commit ${shortSha(flow.commit)}) is deleted from the repository of workspace ` +
+        `${flow.workspaceId}. The phases and their evidence stay in the log.`,
+      label: "Discard change",
+      run: () => api(`/api/tasks/${id}/discard`, { method: "POST" }),
+      errorEl: $("#workflow-action-error"),
+      doneEl: $("#workflow-action-done"),
+      done: (result) => {
+        answered = result;
+        return `Discarded: ${flow.ref} is gone from the repository.`;
+      },
+    });
+    if (taskView.id !== id) return;
+    if (ok && answered) {
+      taskView.workflow = answered;
+      renderWorkflow(answered);
+    } else {
+      await guarded($("#task-error"), () => loadWorkflow(id));
+    }
+    // A discarded change cannot be discarded again: focus goes to the workflow's heading.
+    if (button.disabled || button.hidden) $("#workflow-title").focus();
+    else button.focus();
   });
 }
 
@@ -1418,6 +1759,7 @@ views.stream = (id) => {
 function start() {
   buildBoard();
   wireTaskActions();
+  wireWorkflow();
   wireSettings();
   wireSignals();
   wireRevisions();
