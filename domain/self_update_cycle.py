@@ -52,6 +52,9 @@ class SelfUpdateCycle(TachographAggregate):
         self.ref: str | None = None
         self.commit: str | None = None
         self.discarded = False
+        # The patch waiting for a person's review: {attempt, digest}, and their decision.
+        self.awaiting: dict[str, Any] | None = None
+        self.decisions: dict[int, dict[str, Any]] = {}
 
     def record(self, attempt: int, phase: str, status: str, evidence: dict[str, Any]) -> None:
         if phase not in PHASES or status not in STATUSES:
@@ -66,6 +69,28 @@ class SelfUpdateCycle(TachographAggregate):
             self.ref = evidence["ref"]
             self.commit = evidence["commit"]
             self.discarded = False
+        if phase == "inspect" and status == "ok" and evidence.get("reviewBy") == "operator":
+            self.awaiting = {"attempt": attempt, "digest": evidence["digest"]}
+        elif phase == "review":
+            self.awaiting = None
+
+    def decide(self, digest: str, approve: bool, reason: str | None, actor: str) -> None:
+        """A person's verdict on the patch awaiting review; another digest rejects it."""
+        if self.awaiting is None or self.awaiting["attempt"] in self.decisions:
+            raise InvalidState("Self-update cycle", "not awaiting a review", "reviewed")
+        matches = digest == self.awaiting["digest"]
+        self._decided(self.awaiting["attempt"], digest, approve and matches, reason, actor)
+
+    @event("ReviewDecided", topic="SelfUpdateCycle.ReviewDecided")
+    def _decided(
+        self, attempt: int, digest: str, approve: bool, reason: str | None, actor: str
+    ) -> None:
+        self.decisions[attempt] = {
+            "digest": digest,
+            "approve": approve,
+            "reason": reason,
+            "actor": actor,
+        }
 
     def discard(self, actor: str, reason: str | None) -> None:
         if self.ref is None or self.discarded:
@@ -104,6 +129,24 @@ class CycleRecorder:
             except IntegrityError:
                 continue
         raise RuntimeError(f"could not record the {phase} phase of task {task_id}")
+
+    def decision(self, task_id: UUID, attempt: int) -> dict[str, Any] | None:
+        """A person's verdict on this attempt's patch, once given."""
+        try:
+            cycle: SelfUpdateCycle = self.app.repository.get(cycle_id(task_id))
+        except AggregateNotFoundError:
+            return None
+        return cycle.decisions.get(attempt)
+
+    def decide(
+        self, task_id: UUID, digest: str, approve: bool, reason: str | None, actor: str
+    ) -> int | None:
+        cycle = self.app.load(SelfUpdateCycle, cycle_id(task_id), "Self-update cycle")
+        cycle.decide(digest, approve, reason, actor)
+        try:
+            return self.app.record(cycle)
+        except IntegrityError:
+            raise InvalidState("Self-update cycle", "reviewed concurrently", "reviewed") from None
 
     def discard(self, task_id: UUID, actor: str, reason: str | None) -> tuple[str, int | None]:
         """Mark the cycle's imported ref discarded; returns the ref (the caller deletes it)."""

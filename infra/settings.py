@@ -83,6 +83,10 @@ class Settings:
     # Server variables a self-update agent may have beyond PATH, LANG, LC_ALL and TZ
     # (e.g. its model provider's endpoint and key); nothing else reaches it.
     self_update_env: tuple[str, ...] = ()
+    # Who reviews a cycle's patch: a second agent run (`agent`) or a person through
+    # POST /api/tasks/{id}/review (`operator`), within the timeout.
+    self_update_review: str = "agent"
+    self_update_review_timeout_s: float = 3600.0
     log_signing_key: str | None = None
     url: str = "http://127.0.0.1:8000"
     # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
@@ -177,6 +181,12 @@ class Settings:
             ),
             self_update_cron=get.cron("TACHOGRAPH_SELF_UPDATE_CRON", "0 * * * *"),
             self_update_env=tuple(get.csv("TACHOGRAPH_SELF_UPDATE_ENV")),
+            self_update_review=get.choice(
+                "TACHOGRAPH_SELF_UPDATE_REVIEW", ("agent", "operator"), "agent"
+            ).lower(),
+            self_update_review_timeout_s=get.number(
+                "TACHOGRAPH_SELF_UPDATE_REVIEW_TIMEOUT_S", 3600, 1, 7 * 86400, float
+            ),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
             url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
             log_level=get.choice(

@@ -13,7 +13,9 @@ prepare → implement → inspect → review → commit, each recorded on the ta
   self-update tool policy, so every PreToolUse it reports is checked by code first.
 - inspect: the bounded patch of base..HEAD and its SHA-256; no change is a no-op.
 - review: a second run of the agent is shown the patch and must answer with its
-  digest to approve; anything else is a rejection, and nothing is imported.
+  digest to approve (or, with TACHOGRAPH_SELF_UPDATE_REVIEW=operator, a person
+  answers through POST /api/tasks/{id}/review within the timeout); anything else
+  is a rejection, and nothing is imported.
 - commit: the digest is checked against the clone again immediately before the
   commit is imported as `refs/tachograph/self-update/<taskId>` in the registered
   repository, whose working tree, index and branches are never touched, and only
@@ -30,12 +32,14 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.credentials import SELF_UPDATE_POLICY, Binding
 from domain.self_update_cycle import CycleRecorder, self_update_ref
+from domain.task_policy import CANCELLING
 from infra.executor import RunResult, describe_exit
 from infra.self_update_git import (
     Change,
@@ -62,6 +66,7 @@ REVIEW_PROMPT = (
     "to reject, end it with `REJECT: <reason>`.\n\nPatch (SHA-256 {digest}):\n\n{patch}"
 )
 PATCH_IN_PROMPT_BYTES = 64 * 1024
+REVIEW_POLL_S = 0.5
 
 
 class SelfUpdateAttempt:
@@ -142,14 +147,16 @@ class SelfUpdateAttempt:
             self._phase("inspect", "failed", _inspected(change))
             self._fail("validation", f"inspection refused the change: {change.problem}")
             return
-        self._phase("inspect", "ok", _inspected(change))
-
-        self.writer.new_run()  # the verdict must be the reviewer's own words
-        review = self._agent(_review_prompt(change), clone.path, env)
-        verdict = self.writer.stream.outcome or ""
-        self.executor.revoke_token(self.claim)
-        approved = _succeeded(review) and f"APPROVE {change.digest}" in verdict
-        evidence = {"digest": change.digest, "verdict": verdict[-2000:], "exit": _exit(review)}
+        by_operator = self.executor.settings.self_update_review == "operator"
+        reviewer = {"reviewBy": "operator" if by_operator else "agent"}
+        self._phase("inspect", "ok", {**_inspected(change), **reviewer})
+        if by_operator:
+            self.executor.revoke_token(self.claim)  # the agent's part is over
+            approved, evidence = self._operator_review(change)
+        else:
+            approved, evidence = self._agent_review(change, clone.path, env)
+        if approved is None:
+            return  # stopped (cancelled or shutting down) while waiting: already settled
         if not approved:
             self._phase("review", "rejected", evidence)
             self._complete("review rejected the change; nothing was imported")
@@ -171,6 +178,70 @@ class SelfUpdateAttempt:
             return
         self._phase("commit", "ok", {"digest": change.digest, "ref": ref, "commit": commit})
         self._complete(f"imported {commit[:12]} as {ref}")
+
+    # Review
+
+    def _agent_review(
+        self, change: Change, clone: Path, env: dict[str, str]
+    ) -> tuple[bool, dict[str, Any]]:
+        """A second run of the agent must answer with the digest it was shown."""
+        self.writer.new_run()  # the verdict must be the reviewer's own words
+        review = self._agent(_review_prompt(change), clone, env)
+        verdict = self.writer.stream.outcome or ""
+        self.executor.revoke_token(self.claim)
+        approved = _succeeded(review) and f"APPROVE {change.digest}" in verdict
+        evidence = {
+            "digest": change.digest,
+            "by": "agent",
+            "verdict": verdict[-2000:],
+            "exit": _exit(review),
+        }
+        return approved, evidence
+
+    def _operator_review(self, change: Change) -> tuple[bool | None, dict[str, Any]]:
+        """Wait (holding the slot) for POST /api/tasks/{id}/review, until the timeout."""
+        settings = self.executor.settings
+        deadline = time.monotonic() + settings.self_update_review_timeout_s
+        self.writer.note("status", f"waiting for an operator's review of {change.digest}")
+        self.writer.flush()
+        evidence: dict[str, Any] = {"digest": change.digest, "by": "operator"}
+        while time.monotonic() < deadline:
+            decided = self.cycles.decision(self.claim.task_id, self.claim.attempt)
+            if decided is not None:
+                evidence.update(
+                    actor=decided["actor"],
+                    echoed=decided["digest"],
+                    reason=decided["reason"],
+                    verdict="approved" if decided["approve"] else "rejected",
+                )
+                return bool(decided["approve"]), evidence
+            if self._stopped():
+                return None, evidence
+            time.sleep(REVIEW_POLL_S)
+        evidence["verdict"] = "timed out"
+        return False, evidence
+
+    def _stopped(self) -> bool:
+        """Cancelled or shutting down: settle the attempt as the executor would."""
+        if self.executor.shutting_down.is_set():
+            self._conclude(
+                lambda: self.executor.service.recover(
+                    self.claim.task_id,
+                    self.claim.attempt,
+                    self.executor.worker,
+                    "the worker shut down",
+                ),
+                "stopped (shutdown) while awaiting review",
+            )
+            return True
+        task = self.executor.service.find(self.claim.task_id)
+        if task is not None and task.status == CANCELLING:
+            self._conclude(
+                lambda: self.executor.service.cancelled(self.claim.task_id, self.claim.attempt),
+                "stopped (cancelled) while awaiting review",
+            )
+            return True
+        return False
 
     # Pieces
 

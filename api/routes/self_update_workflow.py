@@ -1,4 +1,5 @@
-"""A self-update task's workflow: its phases with their evidence, and discarding its ref."""
+"""A self-update task's workflow: its phases with their evidence, an operator's review,
+and discarding the ref it imported."""
 
 from __future__ import annotations
 
@@ -7,16 +8,22 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Response
-from infra.self_update_git import discard_ref
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.schemas import Strict
 from domain.errors import NotFound
 from domain.self_update_cycle import CycleRecorder
+from infra.self_update_git import discard_ref
 from projections.self_update_cycles import task_workflow
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+
+
+class Review(Strict):
+    digest: Annotated[str, Field(min_length=1, max_length=80)]
+    approve: StrictBool
+    reason: Annotated[str, Field(max_length=2000)] | None = None
 
 
 class Discard(Strict):
@@ -30,6 +37,22 @@ def workflow(task_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, A
     if found is None:
         raise NotFound(f"Task {task_id} has no self-update workflow.")
     return found
+
+
+@router.post("/{task_id}/review")
+def review(
+    task_id: UUID, body: Review, services: ServicesDep, actor: ActorDep, response: Response
+) -> dict[str, Any]:
+    """A person's verdict on the patch a cycle awaits review for; another digest rejects."""
+    if task_workflow(services.store, str(task_id)) is None:
+        raise NotFound(f"Task {task_id} has no self-update workflow.")
+    position = CycleRecorder(services.app).decide(
+        task_id, body.digest, body.approve, body.reason, actor
+    )
+    committed(services, response, position)
+    result = task_workflow(services.store, str(task_id))
+    assert result is not None
+    return result
 
 
 @router.post("/{task_id}/discard")

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 SCRIPT_FILE = ".self-update-script.json"  # kept in the clone's .git, so never committed
@@ -47,6 +48,11 @@ def implement(script: dict[str, str]) -> int:
         },
     )
     how = script["implement"]
+    if script.get("sleep_first") and script.get("record"):
+        marker = Path(script["record"] + ".slept")
+        if not marker.exists():  # only the first attempt hangs (until its worker is killed)
+            marker.write_text("")
+            time.sleep(float(script["sleep_first"]))
     if how == "noop":
         say("Nothing needed changing.")
         return 0

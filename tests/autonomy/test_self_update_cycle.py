@@ -217,3 +217,94 @@ def test_a_task_without_a_cycle_has_no_workflow(api: TestClient) -> None:
     made = api.post("/api/tasks", json={"workspaceId": "default", "prompt": "x"}).json()
     missing = api.get(f"/api/tasks/{made['id']}/workflow")
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+
+@pytest.fixture
+def operator_api(settings: Settings, repo: Path) -> Iterator[TestClient]:
+    configured = settings.with_(
+        task_command=(sys.executable, AGENT, "{prompt}"),
+        task_poll_interval_s=0.05,
+        task_kill_grace_s=0.3,
+        task_timeout_s=60.0,
+        self_update_review="operator",
+        self_update_review_timeout_s=30.0,
+    )
+    with TestClient(create_app(configured), raise_server_exceptions=False) as client:
+        assert (
+            client.post("/api/workspaces", json={"id": "repo", "path": "repo"}).status_code == 201
+        )
+        yield client
+
+
+def awaiting_review(api: TestClient, tmp_path: Path) -> tuple[str, str]:
+    """Start a cycle whose agent commits; return its task and the digest awaiting review."""
+    services = api.app.state.services  # type: ignore[attr-defined]
+    prompt = json.dumps({"implement": "commit", "review": "approve", "record": str(tmp_path / "a")})
+    task_id = str(
+        services.tasks.service.create(
+            "repo", prompt, None, 1, "t", source=SOURCE_SELF_UPDATE
+        ).aggregate_id
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        head = services.app.recorder.max_notification_id()
+        flow = api.get(f"/api/tasks/{task_id}/workflow?minPosition={head}")
+        if flow.status_code == 200 and phases(flow.json())[-1:] == [("inspect", "ok")]:
+            return task_id, str(flow.json()["phases"][-1]["evidence"]["digest"])
+        time.sleep(0.1)
+    raise AssertionError("the cycle never reached review")
+
+
+def finished(api: TestClient, task_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        task: dict[str, Any] = api.get(f"/api/tasks/{task_id}").json()
+        if task["status"] in TERMINAL:
+            return task
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not finish")
+
+
+def test_an_operator_approves_the_reviewed_digest(
+    operator_api: TestClient, repo: Path, tmp_path: Path
+) -> None:
+    task_id, digest = awaiting_review(operator_api, tmp_path)
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""  # nothing before the review
+    reviewed = operator_api.post(
+        f"/api/tasks/{task_id}/review", json={"digest": digest, "approve": True, "reason": "ok"}
+    )
+    assert reviewed.status_code == 200, reviewed.text
+    again = operator_api.post(
+        f"/api/tasks/{task_id}/review", json={"digest": digest, "approve": True}
+    )
+    assert again.status_code == 409
+    task = finished(operator_api, task_id)
+    assert task["status"] == "completed" and task["outcome"].startswith("imported ")
+    flow = operator_api.get(f"/api/tasks/{task_id}/workflow").json()
+    review = flow["phases"][-2]
+    assert (review["phase"], review["status"]) == ("review", "ok")
+    assert review["evidence"]["by"] == "operator" and review["evidence"]["actor"] == "anonymous"
+    assert (
+        git(repo, "rev-parse", f"refs/tachograph/self-update/{task_id}").strip() == flow["commit"]
+    )
+
+
+def test_an_operator_approving_another_digest_rejects(
+    operator_api: TestClient, repo: Path, tmp_path: Path
+) -> None:
+    task_id, _ = awaiting_review(operator_api, tmp_path)
+    wrong = {"digest": "sha256:" + "0" * 64, "approve": True}
+    assert operator_api.post(f"/api/tasks/{task_id}/review", json=wrong).status_code == 200
+    task = finished(operator_api, task_id)
+    assert "nothing was imported" in task["outcome"]
+    flow = operator_api.get(f"/api/tasks/{task_id}/workflow").json()
+    assert phases(flow)[-1] == ("review", "rejected")
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_a_review_nobody_awaits_is_refused(api: TestClient, tmp_path: Path) -> None:
+    task, _ = cycle(api, tmp_path, implement="commit", review="approve")
+    refused = api.post(f"/api/tasks/{task['id']}/review", json={"digest": "x", "approve": True})
+    assert refused.status_code == 409 and refused.json()["error"] == "invalid_state"
+    bad = api.post(f"/api/tasks/{task['id']}/review", json={"digest": "x", "approve": "yes"})
+    assert bad.status_code == 422
