@@ -29,7 +29,7 @@ from domain.self_update_policy import (
     evaluate_command,
 )
 
-CLONE = "/work/clones/ws"
+CLONE = "/srv/clones/ws"
 DATA_DIR = "/srv/tachograph/data"
 CHECKOUT = "/home/op/checkout"
 PROTECTED = (DATA_DIR, CHECKOUT)
@@ -64,8 +64,8 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("cat ${HOME}/x", OUTSIDE_CLONE),
     ("cat $TMPDIR/x", OUTSIDE_CLONE),
     ("cat ~", OUTSIDE_CLONE),
-    ("cat /work/clones/ws/../ws2/x", OUTSIDE_CLONE),
-    ("cat /work/clones/ws2/x", OUTSIDE_CLONE),
+    ("cat /srv/clones/ws/../ws2/x", OUTSIDE_CLONE),
+    ("cat /srv/clones/ws2/x", OUTSIDE_CLONE),
     ("cat /e''tc/passwd", OUTSIDE_CLONE),
     ("cat {/etc/passwd,README.md}", OUTSIDE_CLONE),
     ("X=/etc/passwd; cat $X", OUTSIDE_CLONE),
@@ -75,7 +75,7 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("cd", OUTSIDE_CLONE),
     ("cd src && cat ../../x", OUTSIDE_CLONE),
     ("pushd src && popd && cat ../x", OUTSIDE_CLONE),
-    ("cd /work/clones/ws/.. && ls", OUTSIDE_CLONE),
+    ("cd /srv/clones/ws/.. && ls", OUTSIDE_CLONE),
     ("echo hi > /tmp/x", OUTSIDE_CLONE),
     ("cat < /etc/passwd", OUTSIDE_CLONE),
     ("ls 2>/tmp/err", OUTSIDE_CLONE),
@@ -404,7 +404,7 @@ ALLOWED_COMMANDS: list[str] = [
     "git worktree list",
     "mkdir -p build && cd build && cmake ..",
     "cd src && cat ../README.md",
-    "cd /work/clones/ws/src; ls",
+    "cd /srv/clones/ws/src; ls",
     "npm test",
     "npm ci",
     "npm install",
