@@ -148,10 +148,8 @@ class CycleRecorder:
         except IntegrityError:
             raise InvalidState("Self-update cycle", "reviewed concurrently", "reviewed") from None
 
-    def discard(self, task_id: UUID, actor: str, reason: str | None) -> tuple[str, int | None]:
-        """Mark the cycle's imported ref discarded; returns the ref (the caller deletes it)."""
+    def discard(self, task_id: UUID, actor: str, reason: str | None) -> int | None:
+        """Record that the cycle's imported ref was discarded (the caller deletes the ref)."""
         cycle = self.app.load(SelfUpdateCycle, cycle_id(task_id), "Self-update cycle")
-        ref = cycle.ref
         cycle.discard(actor, reason)
-        assert ref is not None
-        return ref, self.app.record(cycle)
+        return self.app.record(cycle)

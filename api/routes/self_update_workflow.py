@@ -72,7 +72,7 @@ def discard(
         workspace = services.app.get_workspace(found["workspaceId"])
         # The ref first: a repeat after a failed record finds it gone and records then.
         discard_ref(Path(services.settings.workspace_root, workspace.path).resolve(), found["ref"])
-    _, position = recorder.discard(task_id, actor, body.reason if body else None)
+    position = recorder.discard(task_id, actor, body.reason if body else None)
     committed(services, response, position)
     result = task_workflow(services.store, str(task_id))
     assert result is not None

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +49,25 @@ def repo(settings: Settings) -> Path:
     return path
 
 
-@pytest.fixture
-def api(settings: Settings, repo: Path) -> Iterator[TestClient]:
+@contextmanager
+def cycle_client(settings: Settings, **extra: Any) -> Iterator[TestClient]:
+    """The app with the stand-in agent as its executor and the repository registered."""
     configured = settings.with_(
         task_command=(sys.executable, AGENT, "{prompt}"),
         task_poll_interval_s=0.05,
         task_kill_grace_s=0.3,
         task_timeout_s=60.0,
+        **extra,
     )
     with TestClient(create_app(configured), raise_server_exceptions=False) as client:
         made = client.post("/api/workspaces", json={"id": "repo", "path": "repo"})
         assert made.status_code == 201
+        yield client
+
+
+@pytest.fixture
+def api(settings: Settings, repo: Path) -> Iterator[TestClient]:
+    with cycle_client(settings) as client:
         yield client
 
 
@@ -221,18 +230,9 @@ def test_a_task_without_a_cycle_has_no_workflow(api: TestClient) -> None:
 
 @pytest.fixture
 def operator_api(settings: Settings, repo: Path) -> Iterator[TestClient]:
-    configured = settings.with_(
-        task_command=(sys.executable, AGENT, "{prompt}"),
-        task_poll_interval_s=0.05,
-        task_kill_grace_s=0.3,
-        task_timeout_s=60.0,
-        self_update_review="operator",
-        self_update_review_timeout_s=30.0,
-    )
-    with TestClient(create_app(configured), raise_server_exceptions=False) as client:
-        assert (
-            client.post("/api/workspaces", json={"id": "repo", "path": "repo"}).status_code == 201
-        )
+    with cycle_client(
+        settings, self_update_review="operator", self_update_review_timeout_s=30.0
+    ) as client:
         yield client
 
 
