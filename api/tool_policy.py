@@ -25,10 +25,10 @@ def tool_policy_for(principal: Principal) -> ToolPolicy | None:
 
 @lru_cache(maxsize=256)
 def _self_update(clone_root: str) -> ToolPolicy:
-    def check(tool_name: str | None, tool_input: Any) -> tuple[str, str] | None:
+    def check(tool_name: str | None, tool_input: Any, cwd: str | None) -> tuple[str, str] | None:
         # Objects, patch strings and argv lists alike: what the policy cannot read it refuses.
         given = {} if tool_input is None else tool_input
-        denial = evaluate(tool_name or "", given, clone_root=clone_root)
+        denial = evaluate(tool_name or "", given, clone_root=clone_root, cwd=cwd)
         return None if denial is None else (denial.rule, denial.reason)
 
     return check

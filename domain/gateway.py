@@ -98,8 +98,9 @@ class IngestResult:
         return body
 
 
-# A code-owned tool policy: (rule, reason) when it refuses a tool call, else None.
-ToolPolicy = Callable[[str | None, Any], tuple[str, str] | None]
+# A code-owned tool policy: (rule, reason) when it refuses a tool call, else None. It is
+# given the tool, its input and the runtime's working directory (absolute, or None).
+ToolPolicy = Callable[[str | None, Any, str | None], tuple[str, str] | None]
 POLICY_HANDLER = "tachograph-policy"
 
 
@@ -108,6 +109,13 @@ def policy_denial(refused: tuple[str, str], runs: list[HandlerRun]) -> DispatchR
     rule, reason = refused
     run = HandlerRun(f"{POLICY_HANDLER}:{rule}", "deny", None, reason, 0)
     return DispatchResult("deny", reason, None, None, [*runs, run])
+
+
+def _working_directory(ev: IngestEvent) -> str | None:
+    """The `cwd` a runtime reported with the call (Claude Code does), when absolute:
+    relative paths in the call are judged from there, not from the clone's root."""
+    cwd = ev.detail.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd.startswith("/") else None
 
 
 def agent_session_uuid(key: str) -> UUID:
@@ -303,7 +311,8 @@ class HookGateway:
         tool_input = redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools)
         tool_response = redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools)
         fixed = policy if policy is not None and ev.event == "PreToolUse" else None
-        refused = fixed(ev.tool_name, ev.tool_input) if fixed is not None else None
+        cwd = _working_directory(ev) if fixed is not None else None
+        refused = fixed(ev.tool_name, ev.tool_input, cwd) if fixed is not None else None
         if refused is not None:
             # A code-owned policy comes first: no handler is asked about a refused call.
             result = policy_denial(refused, [])
@@ -326,7 +335,7 @@ class HookGateway:
             )
             if fixed is not None and result.outcome == "modify":
                 # ... and again on what a handler rewrote the call to.
-                rewritten = fixed(ev.tool_name, result.replacement)
+                rewritten = fixed(ev.tool_name, result.replacement, cwd)
                 if rewritten is not None:
                     result = policy_denial(rewritten, result.runs)
         else:

@@ -87,6 +87,11 @@ class Settings:
     # POST /api/tasks/{id}/review (`operator`), within the timeout.
     self_update_review: str = "agent"
     self_update_review_timeout_s: float = 3600.0
+    # The agent's network: `netns` (a namespace with loopback only, where Tachograph and
+    # the `self_update_forward` ports are relayed in; a cycle fails if none can be made),
+    # `none` (the host's network), or `auto` (netns where the machine allows one).
+    self_update_sandbox: str = "auto"
+    self_update_forward: tuple[int, ...] = ()
     log_signing_key: str | None = None
     url: str = "http://127.0.0.1:8000"
     # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
@@ -187,6 +192,10 @@ class Settings:
             self_update_review_timeout_s=get.number(
                 "TACHOGRAPH_SELF_UPDATE_REVIEW_TIMEOUT_S", 3600, 1, 7 * 86400, float
             ),
+            self_update_sandbox=get.choice(
+                "TACHOGRAPH_SELF_UPDATE_SANDBOX", ("auto", "netns", "none"), "auto"
+            ).lower(),
+            self_update_forward=get.ports("TACHOGRAPH_SELF_UPDATE_FORWARD"),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
             url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
             log_level=get.choice(
@@ -211,6 +220,14 @@ class _Reader:
     def csv(self, name: str, default: str = "") -> list[str]:
         raw = self.env.get(name, default)
         return [part.strip() for part in raw.split(",") if part.strip()]
+
+    def ports(self, name: str) -> tuple[int, ...]:
+        ports = []
+        for part in self.csv(name):
+            if not part.isdigit() or not 1 <= int(part) <= 65535:
+                raise SettingsError(f"{name}: expected loopback port numbers, got {part!r}")
+            ports.append(int(part))
+        return tuple(sorted(set(ports)))
 
     def flag(self, name: str) -> bool:
         raw = (self.env.get(name) or "0").strip().lower()

@@ -26,20 +26,24 @@ The registered checkout is never the agent's working directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from domain.credentials import SELF_UPDATE_POLICY, Binding
 from domain.self_update_cycle import CycleRecorder, self_update_ref
 from domain.task_policy import CANCELLING
+from infra import network_jail
 from infra.executor import RunResult, describe_exit
 from infra.self_update_git import (
     Change,
@@ -86,11 +90,14 @@ class SelfUpdateAttempt:
             / str(claim.task_id)
             / str(claim.attempt)
         )
+        self.jail: Jail | None = None
 
     def run(self) -> None:
         try:
             self._phases()
         finally:
+            if self.jail is not None:
+                self.jail.close()
             # The evidence is in the log; the clone and its HOME are not kept.
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -108,6 +115,12 @@ class SelfUpdateAttempt:
             self._phase("prepare", "noop", {**captured, "reason": reason})
             self._complete(f"no-op: {reason}")
             return
+        sandbox, why = self._choose_sandbox()
+        captured.update(sandbox=sandbox, sandboxReason=why)
+        if sandbox == "unavailable":
+            self._phase("prepare", "failed", {**captured, "reason": why})
+            self._fail("infrastructure", f"no sandbox for the agent: {why}")
+            return
         try:
             clone = prepare_clone(
                 self.checkout,
@@ -119,6 +132,8 @@ class SelfUpdateAttempt:
             self._phase("prepare", "failed", {**captured, "reason": str(exc)})
             self._fail("infrastructure", f"preparing the clone failed: {exc}")
             return
+        if sandbox == "netns":
+            self.jail = Jail(self._forwarded_ports(), self._hidden(), keep=self.base)
         self._phase(
             "prepare", "ok", {**captured, "clonePath": str(clone.path), "cloneBranch": clone.branch}
         )
@@ -248,7 +263,36 @@ class SelfUpdateAttempt:
     def _agent(self, prompt: str, clone: Path, env: dict[str, str]) -> RunResult:
         settings = write_hook_settings(self.base / "claude-settings.json")
         spec = self.executor.command(self.claim, prompt, clone, env, hook_settings=settings)
+        if self.jail is not None:
+            spec = dataclasses.replace(spec, argv=self.jail.wrap(spec.argv))
         return self.executor.run_agent(self.claim, self.writer, spec)
+
+    def _choose_sandbox(self) -> tuple[str, str | None]:
+        """`netns`, `none` (with why), or `unavailable` when netns is required but cannot be."""
+        wanted = self.executor.settings.self_update_sandbox
+        if wanted == "none":
+            return "none", "TACHOGRAPH_SELF_UPDATE_SANDBOX=none"
+        problem = None
+        if _loopback_port(self.executor.settings.url) is None:
+            problem = f"TACHOGRAPH_URL {self.executor.settings.url} is not a loopback address"
+        elif not network_jail.available():
+            problem = "this machine allows no network namespace for the agent"
+        if problem is None:
+            return "netns", None
+        return ("unavailable" if wanted == "netns" else "none"), problem
+
+    def _forwarded_ports(self) -> tuple[int, ...]:
+        own = _loopback_port(self.executor.settings.url)
+        assert own is not None  # checked by _choose_sandbox
+        return tuple(sorted({own, *self.executor.settings.self_update_forward}))
+
+    def _hidden(self) -> list[Path]:
+        """What the jail covers: the data directory (stores, keys, other attempts) and the
+        workspaces, unless one holds Tachograph's own installation, which the hooks run."""
+        settings = self.executor.settings
+        install = Path(sys.prefix).resolve()
+        candidates = (settings.data_dir.resolve(), settings.workspace_root.resolve())
+        return [p for p in candidates if not install.is_relative_to(p)]
 
     def _contained_env(self, token: str | None, home: Path) -> dict[str, str]:
         allowed = (*BASE_ENV, *self.executor.settings.self_update_env)
@@ -328,9 +372,38 @@ HOOK_EVENTS = (
 GATE_EVENTS = frozenset({"UserPromptSubmit", "PreToolUse"})
 
 
+class Jail:
+    """The network jail of one attempt: relays for its loopback ports, and how to enter it."""
+
+    def __init__(self, ports: tuple[int, ...], hidden: list[Path], keep: Path) -> None:
+        # Unix socket paths are limited to 108 bytes: a short directory of its own.
+        self.dir = Path(tempfile.mkdtemp(prefix="tg-jail-"))
+        self.relays = [network_jail.UnixRelay(str(self.dir / f"{p}.sock"), p) for p in ports]
+        self.hidden = [str(p) for p in hidden]
+        self.keep = str(keep)
+
+    def wrap(self, argv: Sequence[str]) -> tuple[str, ...]:
+        forwards = {int(Path(r.path).stem): r.path for r in self.relays}
+        return tuple(network_jail.jail_argv(forwards, argv, hide=self.hidden, keep=[self.keep]))
+
+    def close(self) -> None:
+        for relay in self.relays:
+            relay.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _loopback_port(url: str) -> int | None:
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
 def write_hook_settings(path: Path) -> Path:
     """A Claude Code settings file (for `--settings {hookSettings}`) outside the clone."""
-    command = shlex.join([sys.executable, "-m", "api.cli", "hook", "claude"])
+    # -I: the hook runs in the clone, whose files are the agent's. Without it Python would
+    # import `api` from there first when the workspace is Tachograph's own repository.
+    command = shlex.join([sys.executable, "-I", "-m", "api.cli", "hook", "claude"])
     hooks = {
         event: [
             {

@@ -12,27 +12,19 @@ What the model "says" is decided by a responder: a function of the request body 
 returns a `ToolUse` or a `Text`. `conversation_turn` helps script a run step by step:
 it counts the tool results the CLI has already sent back in this conversation.
 
-The second half is the network the agent gets: `jail` runs a command in a fresh network
-namespace that has only a loopback interface, on which the listed ports are relayed
-through Unix sockets to servers outside (Tachograph and this stand-in), so the agent
-reaches those two and nothing else. Run as a script (standard library only):
+Run as a script (standard library only), it wraps the agent command and reports what the
+agent's process was given, inside whatever jail the executor put it in:
 
-    python anthropic_standin.py jail --forward PORT=SOCKET ... --report FILE -- ARGV...
+    python anthropic_standin.py report --to FILE --host-netns NS -- ARGV...
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import fcntl
 import itertools
 import json
 import os
-import signal
 import socket
-import struct
-import subprocess
 import sys
 import threading
 import uuid
@@ -348,145 +340,38 @@ def sse_events(message_id: str, model: str, reply: Reply) -> list[tuple[str, dic
     return events
 
 
-# The agent's network: a namespace with loopback only, relayed ports, nothing else.
+# What the agent's process got: run as a wrapper around the agent command.
 
-CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
-SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 # Variables whose value the report may show (the rest only by name).
 SHOWN = ("ANTHROPIC_BASE_URL", "TACHOGRAPH_URL", "HOME")
 
 
-def netns_available() -> bool:
-    """Whether this machine lets us create a network namespace (root or user namespaces)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, __file__, "jail", "--", "true"], capture_output=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _splice(a: socket.socket, b: socket.socket) -> None:
-    def one_way(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-
-    other = threading.Thread(target=one_way, args=(b, a), daemon=True)
-    other.start()
-    one_way(a, b)
-    other.join()
-    a.close()
-    b.close()
-
-
-def _serve(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    while True:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return  # closed
-
-        def relay(client: socket.socket = client) -> None:
-            try:
-                upstream = connect()
-            except OSError:
-                client.close()
-                return
-            _splice(client, upstream)
-
-        threading.Thread(target=relay, daemon=True).start()
-
-
-class UnixToLoopback:
-    """Outside the namespace: a Unix socket at `path` relayed to 127.0.0.1:`port`."""
-
-    def __init__(self, path: str, port: int) -> None:
-        self.path = path
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(path)
-        self._listener.listen(64)
-        connect = lambda: socket.create_connection(("127.0.0.1", port), timeout=30)  # noqa: E731
-        threading.Thread(target=_serve, args=(self._listener, connect), daemon=True).start()
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-        self._listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-
-
-def _enter_loopback_only_namespace() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        request = struct.pack("16sH22x", b"lo", 0)
-        flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, request)[:18])[1]
-        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def jail(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="anthropic_standin.py jail")
-    parser.add_argument("--forward", action="append", default=[], metavar="PORT=SOCKET")
-    parser.add_argument("--report", help="append what the command got (JSON line) here")
-    parser.add_argument("--no-netns", action="store_true", help="host loopback (fallback)")
+def report(argv: list[str]) -> int:
+    """Append what the command is given (cwd, network, environment) to a file, then run it."""
+    parser = argparse.ArgumentParser(prog="anthropic_standin.py report")
+    parser.add_argument("--to", required=True, help="append a JSON line here")
+    parser.add_argument("--host-netns", required=True, help="the host's network namespace")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command")
-    host_netns = os.readlink("/proc/self/ns/net")
-    if not args.no_netns:
-        _enter_loopback_only_namespace()
-        for forward in args.forward:
-            port, path = forward.split("=", 1)
-            listener = socket.create_server(("127.0.0.1", int(port)), backlog=64)
-            connect = lambda path=path: _unix(path)  # noqa: E731
-            threading.Thread(target=_serve, args=(listener, connect), daemon=True).start()
-    if args.report:
-        report = {
-            "command": os.path.basename(command[0]),
-            "cwd": os.getcwd(),
-            "netns": os.readlink("/proc/self/ns/net"),
-            "hostNetns": host_netns,
-            "interfaces": sorted(name for _, name in socket.if_nameindex()),
-            "env": sorted(os.environ),
-            "shown": {k: os.environ[k] for k in SHOWN if k in os.environ},
-        }
-        with open(args.report, "a", encoding="utf-8") as out:
-            out.write(json.dumps(report) + "\n")
-    child = subprocess.Popen(command, preexec_fn=_die_with_parent)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
-    code = child.wait()
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
-
-
-def _unix(path: str) -> socket.socket:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(30)
-    s.connect(path)
-    s.settimeout(None)
-    return s
+    seen = {
+        "command": os.path.basename(command[0]),
+        "cwd": os.getcwd(),
+        "netns": os.readlink("/proc/self/ns/net"),
+        "hostNetns": args.host_netns,
+        "interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "run": sorted(os.listdir("/run")),
+        "env": sorted(os.environ),
+        "shown": {k: os.environ[k] for k in SHOWN if k in os.environ},
+    }
+    with open(args.to, "a", encoding="utf-8") as out:
+        out.write(json.dumps(seen) + "\n")
+    os.execvp(command[0], command)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["jail"]:
-        sys.exit("usage: anthropic_standin.py jail [--forward PORT=SOCKET]... -- ARGV...")
-    sys.exit(jail(sys.argv[2:]))
+    if sys.argv[1:2] != ["report"]:
+        sys.exit("usage: anthropic_standin.py report --to FILE --host-netns NS -- ARGV...")
+    sys.exit(report(sys.argv[2:]))

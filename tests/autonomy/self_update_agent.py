@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 SCRIPT_FILE = ".self-update-script.json"  # kept in the clone's .git, so never committed
@@ -56,6 +58,8 @@ def implement(script: dict[str, str]) -> int:
     if how == "noop":
         say("Nothing needed changing.")
         return 0
+    if how == "escape":
+        note(script, {"phase": "escape", "probes": escape(script)})
     if how == "fail":
         print("invalid argument: cannot work here", file=sys.stderr)
         return 2
@@ -72,6 +76,36 @@ def implement(script: dict[str, str]) -> int:
         )
     say("Added a changelog entry.")
     return 0
+
+
+def escape(script: dict[str, str]) -> dict[str, str]:
+    """What a process of the agent's own (not a reported tool call) can reach from here."""
+
+    def attempt(action: Callable[[], object]) -> str:
+        try:
+            action()
+        except OSError as exc:
+            return f"refused: {type(exc).__name__}"
+        return "reached"
+
+    def tcp(port: int) -> None:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+    def unix(path: str) -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(path)
+
+    checkout = Path(script["checkout"])
+    return {
+        "writeCheckout": attempt(lambda: (checkout / "ESCAPED.md").write_text("x")),
+        "readStore": attempt(lambda: Path(script["store"]).read_bytes()),
+        "postgresTcp": attempt(lambda: tcp(5432)),
+        "postgresSocket": attempt(lambda: unix("/run/postgresql/.s.PGSQL.5432")),
+        "outsideAddress": attempt(lambda: socket.create_connection(("192.0.2.1", 80), 2)),
+        "writeNextToClone": attempt(lambda: (Path.cwd().parent / "outside.txt").write_text("x")),
+        "interfaces": ",".join(sorted(name for _, name in socket.if_nameindex())),
+    }
 
 
 def review(script: dict[str, str], prompt: str) -> int:

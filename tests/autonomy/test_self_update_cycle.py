@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from domain.task_policy import SOURCE_SELF_UPDATE
+from infra import network_jail
 from infra.settings import Settings
 
 AGENT = str(Path(__file__).with_name("self_update_agent.py"))
@@ -201,14 +202,47 @@ def test_a_clone_changed_after_review_is_not_imported(
 
 
 def test_remotes_changed_during_the_cycle_are_refused(
-    api: TestClient, repo: Path, tmp_path: Path
+    settings: Settings, repo: Path, tmp_path: Path
 ) -> None:
-    task, flow = cycle(
-        api, tmp_path, implement="remote-change", review="approve", checkout=str(repo)
-    )
+    # The stand-in plays the operator who adds a remote mid-cycle; in the jail it could
+    # not reach the checkout at all, so this one runs without it.
+    with cycle_client(settings, self_update_sandbox="none") as api:
+        task, flow = cycle(
+            api, tmp_path, implement="remote-change", review="approve", checkout=str(repo)
+        )
+    assert flow["phases"][0]["evidence"]["sandbox"] == "none"
     assert phases(flow)[-1] == ("commit", "failed")
     assert "remote" in flow["phases"][-1]["evidence"]["reason"]
     assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_the_jail_keeps_the_agents_own_processes_off_the_machine(
+    settings: Settings, repo: Path, tmp_path: Path
+) -> None:
+    """What the tool policy cannot see (a process the agent starts) the jail still stops:
+    no network but loopback, no local server's socket, no store, no registered checkout."""
+    assert network_jail.available(), "this machine allows no network namespace"
+    store = settings.sqlite_path if settings.database_url is None else None
+    with cycle_client(settings, self_update_sandbox="netns") as api:
+        before = snapshot(repo)
+        task, flow = cycle(
+            api,
+            tmp_path,
+            implement="escape",
+            review="approve",
+            checkout=str(repo),
+            store=str(store or settings.readmodel_sqlite_path),
+        )
+    assert flow["phases"][0]["evidence"]["sandbox"] == "netns"
+    probes = next(s["probes"] for s in seen(tmp_path) if s["phase"] == "escape")
+    assert probes.pop("interfaces") == "lo"
+    refused = {k: v for k, v in probes.items() if v.startswith("refused")}
+    # Next to the clone is the attempt's own directory, removed when the attempt ends.
+    assert probes.pop("writeNextToClone") == "reached"
+    assert refused == probes, probes
+    assert snapshot(repo) == before
+    assert task["status"] == "completed"
+    assert phases(flow)[-1] == ("commit", "ok")
 
 
 def test_no_change_and_leftovers(api: TestClient, repo: Path, tmp_path: Path) -> None:

@@ -150,3 +150,36 @@ def test_claude_code_hooks_get_the_policy_too(
     assert answered.status_code == 200
     output = answered.json()["hookSpecificOutput"]
     assert output["permissionDecision"] == "deny" and output["permissionDecisionReason"]
+
+
+def test_relative_paths_are_judged_from_the_runtimes_working_directory(
+    api: TestClient, hook_server: HookServer, tmp_path: Path
+) -> None:
+    """Claude Code reports its `cwd`: `cat ../x` is fine from a subdirectory of the
+    clone, refused from its root, and a working directory outside the clone refuses all."""
+    hook_server.routes["/rewrite"] = answer("pass")
+    clone = tmp_path / "clone"
+    (clone / "docs").mkdir(parents=True)
+    session = api.post("/api/sessions", json={"workspaceId": "default"}, headers=ADMIN).json()["id"]
+    headers = token(api, session, clone)
+
+    def claude(command: str, cwd: Path, call: str) -> dict[str, Any]:
+        body = {
+            "session_id": "native",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": call,
+            "cwd": str(cwd),
+            "tool_input": {"command": command},
+        }
+        answered = api.post("/hooks/claude", json=body, headers=headers)
+        assert answered.status_code == 200, answered.text
+        return dict(answered.json().get("hookSpecificOutput") or {})
+
+    assert claude("cat ../README.md", clone / "docs", "t1") == {}  # allowed: no answer
+    refused = claude("cat ../README.md", clone, "t2")
+    assert refused["permissionDecision"] == "deny"
+    assert "outside the clone" in refused["permissionDecisionReason"]
+    elsewhere = claude("ls", tmp_path, "t3")
+    assert elsewhere["permissionDecision"] == "deny"
+    assert "working directory" in elsewhere["permissionDecisionReason"]
