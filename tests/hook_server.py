@@ -12,6 +12,10 @@ from typing import Any
 Behaviour = Callable[[dict[str, Any]], tuple[int, Any]]
 
 
+def _not_found(_: dict[str, Any]) -> tuple[int, Any]:
+    return 404, {}
+
+
 class HookServer:
     """Records every request body; `routes[path]` decides each answer."""
 
@@ -27,7 +31,7 @@ class HookServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append((self.path, body, dict(self.headers.items())))
                 time.sleep(server.delays.get(self.path, 0))
-                status, answer = server.routes.get(self.path, lambda _: (404, {}))(body)
+                status, answer = server.routes.get(self.path, _not_found)(body)
                 payload = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

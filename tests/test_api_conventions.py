@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 from fastapi.testclient import TestClient
 
@@ -41,7 +42,7 @@ def test_missing_aggregate_and_route_are_404(client: TestClient) -> None:
 
 
 def test_chunked_body_over_limit_is_413(client: TestClient) -> None:
-    def chunks():  # type: ignore[no-untyped-def]
+    def chunks() -> Iterator[bytes]:
         for _ in range(20):
             yield b"x" * 65536
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from uuid import UUID, uuid4
 
 import pytest
+from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from api.bootstrap import Services
@@ -47,6 +48,7 @@ def test_32_writers_with_injected_conflicts_each_get_their_own_answer(services: 
     for dispatch_id in taken:  # these IDs exist already: appending them again must conflict
         app.save(dispatch(dispatch_id, session_id))
     head_before = app.recorder.max_notification_id()
+    assert head_before is not None
     batches: list[int] = []
     committer = GroupCommitter(app, on_batch=batches.append)
     results: dict[UUID, int | str] = {}
@@ -135,7 +137,8 @@ def test_a_failing_callback_costs_no_other_caller_its_answer(services: Services)
         return done
 
     for n, dispatch_id in enumerate(ids):
-        events = list(dispatch(dispatch_id, uuid4()).collect_events())
+        pending = dispatch(dispatch_id, uuid4()).collect_events()
+        events: list[DomainEventProtocol[UUID]] = list(pending)
         committer.enqueue(dispatch_id, events, answer(n), delivered.put)
     while len(answers) < len(ids):
         delivered.get(timeout=10)()

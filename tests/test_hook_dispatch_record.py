@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 from uuid import uuid4
+
+from eventsourcing.domain import Aggregate
 
 from api.bootstrap import Services
 from domain.hook_dispatch_record import HookDispatch, creation_event
 
-FIELDS = {
+FIELDS: dict[str, Any] = {
     "dispatch_id": uuid4(),
     "session_id": uuid4(),
     "event_name": "PostToolUse",
@@ -47,12 +50,13 @@ def test_a_stored_event_reads_back_as_the_aggregate_the_constructor_builds(
     services: Services,
 ) -> None:
     services.start()
+    assert services.committer is not None
     dispatch_id = uuid4()
     appended = services.committer.submit_events(
         dispatch_id, [creation_event(**{**FIELDS, "dispatch_id": dispatch_id})]
     )
     assert appended.result(timeout=10) > 0
-    stored = services.app.repository.get(dispatch_id)
+    stored: Aggregate = services.app.repository.get(dispatch_id)
     expected = HookDispatch(**{**FIELDS, "dispatch_id": dispatch_id})
     assert isinstance(stored, HookDispatch)
     assert stored.id == dispatch_id and stored.version == 1

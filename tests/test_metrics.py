@@ -177,7 +177,7 @@ def test_a_failing_job_counts_as_error_and_still_raises() -> None:
         raise RuntimeError("job failed")
 
     job_id = f"test-{uuid.uuid4().hex[:8]}"
-    (job,) = instrument_jobs([Job(job_id, boom, trigger=None)])  # type: ignore[arg-type]
+    (job,) = instrument_jobs([Job(job_id, boom, trigger=None)])
     with pytest.raises(RuntimeError):
         job.func()
     assert SCHEDULER_JOB_RUNS.labels(job_id, "error")._value.get() == 1

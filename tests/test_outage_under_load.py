@@ -18,6 +18,7 @@ from uuid import UUID
 
 import httpx
 import pytest
+from eventsourcing.domain import Aggregate
 
 from domain.hook_dispatch_record import HookDispatch
 from domain.session import Session
@@ -231,7 +232,7 @@ def test_outage_under_load_fails_fast_recovers_and_loses_no_acknowledged_write(
     app = open_application(settings)
     try:
         for session_id, revision in ledger.sessions.items():
-            session = app.repository.get(UUID(session_id))
+            session: Aggregate = app.repository.get(UUID(session_id))
             assert isinstance(session, Session)
             assert session.revision >= revision, session_id
         for dispatch_id in ledger.dispatches:

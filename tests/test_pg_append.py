@@ -19,7 +19,7 @@ from tests.support import PG_URL
 TOPIC = "tests:Event"
 
 
-def stored(originator_id: uuid.UUID | None = None, version: int = 1) -> StoredEvent:
+def stored(originator_id: uuid.UUID | str | None = None, version: int = 1) -> StoredEvent:
     return StoredEvent(originator_id or uuid.uuid4(), version, TOPIC, b'{"n":"\\u0000\xff"}')
 
 

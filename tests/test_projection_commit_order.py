@@ -22,7 +22,7 @@ def test_held_writer_transaction_is_projected_exactly_once(
     recorder: Any = services.app.recorder
     inserted, release = threading.Event(), threading.Event()
     held_ids: list[int] = []
-    append = recorder._append_function
+    append: AppendFunction = recorder._append_function
 
     class HoldingAppend(AppendFunction):
         def __call__(self, stored_events: Any) -> list[int]:

@@ -6,7 +6,7 @@ import functools
 import gc
 import time
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -76,7 +76,7 @@ class CrashingAt(Projection):
     """Wraps a projection and raises when it meets one position: a crash mid-batch."""
 
     name = "crashing"
-    tables: dict[str, list[str]] = {}
+    tables: ClassVar[dict[str, list[str]]] = {}
 
     def __init__(self, inner: Projection, position: int) -> None:
         super().__init__(inner.prefix)
@@ -103,6 +103,7 @@ class CrashingAt(Projection):
 def test_crash_mid_batch_applies_nothing_and_restart_equals_replay(services: Services) -> None:
     make_history(services)
     head = services.app.recorder.max_notification_id()
+    assert head is not None
     crash_at = head // 2
     crashing = [CrashingAt(p, crash_at) for p in services.projections]
     first = ProjectionRunner(services.app, services.store, crashing, batch_size=7)

@@ -28,7 +28,8 @@ SESSION_FIELDS = {
 def new_session(client: TestClient, **body: Any) -> dict[str, Any]:
     response = client.post("/api/sessions", json={"workspaceId": "default", **body})
     assert response.status_code == 201, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def test_create_returns_the_full_row_with_empty_hook_fields(client: TestClient) -> None:

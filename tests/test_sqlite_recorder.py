@@ -13,7 +13,7 @@ from infra.sqlite_recorder import ROWS_PER_STATEMENT
 TOPIC = "tests:Event"
 
 
-def stored(originator_id: uuid.UUID | None = None, version: int = 1) -> StoredEvent:
+def stored(originator_id: uuid.UUID | str | None = None, version: int = 1) -> StoredEvent:
     return StoredEvent(originator_id or uuid.uuid4(), version, TOPIC, b'{"n":1}')
 
 

@@ -88,11 +88,13 @@ def clock() -> Clock:
 def enable(client: TestClient, **policies: bool) -> dict[str, Any]:
     response = client.patch("/api/settings/autonomy", json=policies)
     assert response.status_code == 200, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def post_signal(client: TestClient, expected: int = 201, **body: Any) -> dict[str, Any]:
     base = {"agentId": "claude", "traceId": "t1", "kind": "failure", "goal": "fix the build"}
     response = client.post("/api/autonomy/signals", json={**base, **body})
     assert response.status_code == expected, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data

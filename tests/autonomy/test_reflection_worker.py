@@ -32,7 +32,8 @@ class Fixed:
 def row(client: TestClient, signal_id: str) -> dict[str, Any]:
     response = client.get(f"/api/autonomy/signals/{signal_id}")
     assert response.status_code == 200, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def run(driven: Driven) -> dict[str, int]:
@@ -42,8 +43,8 @@ def run(driven: Driven) -> dict[str, int]:
 
 
 def nothing_learned(client: TestClient) -> bool:
-    revisions = client.get("/api/autonomy/revisions").json()["items"]
-    targets = client.get("/api/autonomy/targets").json()["items"]
+    revisions: list[Any] = client.get("/api/autonomy/revisions").json()["items"]
+    targets: list[Any] = client.get("/api/autonomy/targets").json()["items"]
     return revisions == [] and targets == []
 
 

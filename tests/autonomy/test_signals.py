@@ -34,7 +34,8 @@ class Broken:
 def signal_row(client: TestClient, signal_id: str) -> dict[str, Any]:
     response = client.get(f"/api/autonomy/signals/{signal_id}")
     assert response.status_code == 200, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def test_a_repeated_dedupe_key_returns_the_existing_signal(api: TestClient) -> None:

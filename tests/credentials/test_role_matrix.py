@@ -73,7 +73,7 @@ def concrete(path: str, keys: Keys) -> str:
 
 
 def call(client: TestClient, method: str, path: str, headers: dict[str, str]) -> Any:
-    body = {} if method in {"post", "put", "patch"} else None
+    body: dict[str, Any] | None = {} if method in {"post", "put", "patch"} else None
     return client.request(method.upper(), path, json=body, headers=headers)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from uuid import UUID
 
 import pytest
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 
 from api.bootstrap import Services, build_services
 from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
@@ -49,7 +51,7 @@ def ends(services: Services, task_id: UUID, *states: str) -> dict[str, Any]:
 
 def dispatched(services: Services, dispatch_id: UUID) -> HookDispatch | None:
     try:
-        found = services.app.repository.get(dispatch_id)
+        found: Aggregate = services.app.repository.get(dispatch_id)
     except AggregateNotFoundError:
         return None
     return found if isinstance(found, HookDispatch) else None
@@ -58,7 +60,8 @@ def dispatched(services: Services, dispatch_id: UUID) -> HookDispatch | None:
 def running(services: Services, task_id: UUID, record: Path) -> dict[str, Any]:
     """Wait until the agent process has started (it wrote its record line)."""
     wait_until(lambda: record.exists() and record.read_text().strip())
-    return json.loads(record.read_text().splitlines()[-1])
+    seen: dict[str, Any] = json.loads(record.read_text().splitlines()[-1])
+    return seen
 
 
 def test_exit_zero_completes_with_the_last_text_and_activity(
@@ -89,7 +92,7 @@ def test_exit_zero_completes_with_the_last_text_and_activity(
     # TaskStart and TaskStop went through the hook gateway with the attempt's turnId.
     for event in ("TaskStart", "TaskStop"):
         dispatch_id = dispatch_id_for(f"{env['TACHOGRAPH_TURN_ID']}:{event}")
-        dispatch = wait_until(lambda i=dispatch_id: dispatched(executing, i))
+        dispatch = wait_until(functools.partial(dispatched, executing, dispatch_id))
         assert isinstance(dispatch, HookDispatch)
         assert (dispatch.event_name, dispatch.turn_id) == (event, env["TACHOGRAPH_TURN_ID"])
         assert str(dispatch.session_id) == done["sessionId"]

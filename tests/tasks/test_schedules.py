@@ -31,7 +31,8 @@ def create(client: TestClient, **body: Any) -> dict[str, Any]:
     base = {"workspaceId": "default", "name": "nightly", "cron": "0 3 * * *", "prompt": "Tidy up"}
     response = client.post("/api/schedules", json={**base, **body})
     assert response.status_code == 201, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def services_of(client: TestClient) -> Services:

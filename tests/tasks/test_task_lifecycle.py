@@ -7,8 +7,10 @@ from datetime import timedelta
 from uuid import UUID
 
 import pytest
+from eventsourcing.domain import Aggregate
 
 from api.bootstrap import Services
+from domain.base import TachographAggregate
 from domain.errors import InvalidState, NotFound, RuleViolation
 from domain.session import Session
 from domain.task import Task, remediation_id, task_session_id
@@ -45,7 +47,7 @@ def test_claim_starts_an_attempt_with_its_turn_session_and_transcript(tasks: Tas
     assert (task.status, task.attempt_count, task.worker) == ("running", 1, WORKER)
     assert claim.attempt == 1 and claim.turn_id == task.turn_id
     assert claim.session_id == task_session_id(task_id)
-    session = tasks.app.repository.get(claim.session_id)
+    session: Aggregate = tasks.app.repository.get(claim.session_id)
     assert isinstance(session, Session) and session.agent == "tachograph-task"
     assert tasks.app.repository.get(transcript_id(task_id, 1)).turn_id == claim.turn_id
     assert tasks.claim(task_id, "other") is None  # running: nothing to claim
@@ -123,7 +125,7 @@ def test_remediation_is_created_once_even_when_the_failure_is_observed_twice(
     again = tasks.fail(task_id, claim.attempt, "unknown", "exit code 3")
     assert first.position is not None and again.position is None
     assert tasks.ensure_remediation(task_id).position is None
-    remediation = tasks.app.repository.get(remediation_id(task_id))
+    remediation: Aggregate = tasks.app.repository.get(remediation_id(task_id))
     assert remediation.version == 1  # created once, never touched again
 
 
@@ -132,7 +134,7 @@ def test_concurrent_remediation_requests_create_one(services: Services, tasks: T
     # to remediate it, both having decided to create the remediation.
     task_id = new_task(tasks)
     claimed(tasks, task_id)
-    bare = services.app.repository.get(task_id)
+    bare: Task = services.app.repository.get(task_id)
     bare.fail(1, "unknown", "exit code 3", tasks.clock())
     services.app.record(bare)
     barrier = threading.Barrier(2)
@@ -316,14 +318,18 @@ def test_reports_about_a_stale_attempt_change_nothing(tasks: TaskService) -> Non
     assert tasks.get(task_id).outcome == "done"
 
 
-def test_every_event_type_saves_and_reloads(services: Services, tasks: TaskService) -> None:
+def test_every_event_type_saves_and_reloads(
+    services: Services, tasks: TaskService, clock: Clock
+) -> None:
     """Events stay plain: each type round-trips through the store into the same state."""
     a = new_task(tasks, source="self-update", max_attempts=3)
     claim = claimed(tasks, a)  # Created, Claimed
     tasks.append_activity(claim.transcript, [{"kind": "text", "text": "hi"}])  # Appended
     tasks.mark_interrupted(a, 1, "cannot reap")  # Interrupted
     tasks.fail(a, 1, "provider", "429")  # RetryScheduled
-    tasks.clock.now = tasks.get(a).next_attempt_at  # type: ignore[assignment, misc]
+    retry_at = tasks.get(a).next_attempt_at
+    assert retry_at is not None
+    clock.now = retry_at  # the clock `tasks` reads
     claimed(tasks, a)
     tasks.recover(a, 2, WORKER, "gone")  # Requeued
     claimed(tasks, a)
@@ -340,8 +346,8 @@ def test_every_event_type_saves_and_reloads(services: Services, tasks: TaskServi
     reopened = open_application(services.settings)
     try:
         for aggregate_id in (a, b, c, d, transcript_id(a, 1), remediation_id(b)):
-            live = services.app.repository.get(aggregate_id)
-            again = reopened.repository.get(aggregate_id)
+            live: TachographAggregate = services.app.repository.get(aggregate_id)
+            again: TachographAggregate = reopened.repository.get(aggregate_id)
             assert again.state_dict() == live.state_dict()
             assert again.version == live.version
         types = {n.topic for n in reopened.recorder.select_notifications(start=1, limit=10_000)}

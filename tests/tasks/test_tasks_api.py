@@ -34,7 +34,8 @@ def service_of(client: TestClient) -> TaskService:
 def create(client: TestClient, **body: Any) -> dict[str, Any]:
     response = client.post("/api/tasks", json={"workspaceId": "default", "prompt": "Do it", **body})
     assert response.status_code == 201, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def claim(client: TestClient, task_id: str) -> Claim:
@@ -48,7 +49,8 @@ def get(client: TestClient, task_id: str) -> dict[str, Any]:
     position = services_of(client).app.recorder.max_notification_id()
     response = client.get(f"/api/tasks/{task_id}", params={"minPosition": position})
     assert response.status_code == 200, response.text
-    return response.json()
+    data: dict[str, Any] = response.json()
+    return data
 
 
 def conflict(response: Any, current: str) -> None:

@@ -101,7 +101,9 @@ class Browser:
             except StaleElementReferenceException:
                 return None
 
-        return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(probe, message)
+        found = WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(probe, message)
+        assert found is not None  # `until` returns only a truthy value
+        return found
 
     def visible(self, css: str, timeout: float = 20.0) -> WebElement:
         def shown() -> WebElement | None:

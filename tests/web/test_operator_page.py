@@ -121,7 +121,11 @@ def test_board_moves_cards_in_place_as_the_api_changes_tasks(page: Browser, site
     # The board keeps polling (every two seconds) and only ever asks for the list.
     for _ in range(2):
         stamp = page.text("#board-updated")
-        page.until(lambda s=stamp: page.text("#board-updated") != s, message="board stopped")
+
+        def moved(since: str = stamp) -> bool:
+            return page.text("#board-updated") != since
+
+        page.until(moved, message="board stopped")
     assert card.get_attribute("data-status") == "completed"
     urls: list[str] = page.js("return performance.getEntriesByType('resource').map(e => e.name)")
     task_reads = [urlsplit(u).path for u in urls if "/api/tasks" in u]
@@ -381,7 +385,11 @@ def test_every_view_labels_its_controls_for_assistive_technology(page: Browser, 
         css = f"#view-{view} h2"
         page.has_text(css, heading)
         # Navigation moves focus to the view's heading for screen-reader users.
-        page.until(lambda c=css: page.js("return document.activeElement.matches(arguments[0])", c))
+
+        def focused(selector: str = css) -> Any:
+            return page.js("return document.activeElement.matches(arguments[0])", selector)
+
+        page.until(focused)
         assert page.js(LABEL_AUDIT) == [], fragment
     assert page.js("return document.documentElement.lang") == "en"
     assert page.console_errors() == []
@@ -413,7 +421,11 @@ def test_autonomy_toggles_policy_ignores_a_signal_and_reverts_with_refusals(
             },
             201,
         )
-        wait_until(lambda n=n: len(revisions()) == n)
+
+        def recorded(count: int = n) -> bool:
+            return len(revisions()) == count
+
+        wait_until(recorded)
     latest, older = (r["id"] for r in revisions())
     stuck = api.post(
         "/api/autonomy/signals",
