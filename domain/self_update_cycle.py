@@ -130,6 +130,14 @@ class CycleRecorder:
                 continue
         raise RuntimeError(f"could not record the {phase} phase of task {task_id}")
 
+    def landed(self, task_id: UUID) -> bool:
+        """Whether a commit phase recorded the task's ref (discarded since, or not)."""
+        try:
+            cycle: SelfUpdateCycle = self.app.repository.get(cycle_id(task_id))
+        except AggregateNotFoundError:
+            return False
+        return cycle.commit is not None
+
     def decision(self, task_id: UUID, attempt: int) -> dict[str, Any] | None:
         """A person's verdict on this attempt's patch, once given."""
         try:

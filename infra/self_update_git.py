@@ -426,16 +426,17 @@ def import_commit(
     return head
 
 
-def discard_ref(repo: Path, ref: str) -> bool:
-    """Delete a self-update ref; False when it did not exist. Other refs: ValueError."""
+def discard_ref(repo: Path, ref: str) -> str | None:
+    """Delete a self-update ref; the commit it named, None when it did not exist.
+    Other refs: ValueError."""
     repo = Path(os.path.abspath(repo))
     with _scratch() as home:
         _check_ref(repo, home, ref)
         target = _resolve(_git_repo(repo, home, "show-ref", "--verify", "--hash", "--", ref))
         if target is None:
-            return False
+            return None
         _check(_git_repo(repo, home, "update-ref", "--no-deref", "-d", ref, target))
-    return True
+    return target
 
 
 def is_protected(path: str) -> bool:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from domain.credentials import SELF_UPDATE_POLICY, Binding
 from domain.self_update_cycle import CycleRecorder, self_update_ref
@@ -50,6 +51,7 @@ from infra.self_update_git import (
     GitError,
     ImportRefused,
     checkout_state,
+    discard_ref,
     import_commit,
     inspect_change,
     prepare_clone,
@@ -105,7 +107,7 @@ class SelfUpdateAttempt:
 
     def _phases(self) -> None:
         state = checkout_state(self.checkout)
-        captured = {
+        captured: dict[str, Any] = {
             "head": state.head,
             "branch": state.branch,
             "remotesDigest": state.remotes_digest,
@@ -115,6 +117,9 @@ class SelfUpdateAttempt:
             self._phase("prepare", "noop", {**captured, "reason": reason})
             self._complete(f"no-op: {reason}")
             return
+        removed = remove_unrecorded_ref(self.cycles, self.checkout, self.claim.task_id)
+        if removed is not None:
+            captured["removedRef"] = removed
         sandbox, why = self._choose_sandbox()
         captured.update(sandbox=sandbox, sandboxReason=why)
         if sandbox == "unavailable":
@@ -370,6 +375,18 @@ HOOK_EVENTS = (
     "SessionEnd",
 )
 GATE_EVENTS = frozenset({"UserPromptSubmit", "PreToolUse"})
+
+
+def remove_unrecorded_ref(
+    cycles: CycleRecorder, checkout: Path, task_id: UUID
+) -> dict[str, str] | None:
+    """Delete the task's ref if no commit phase recorded it: a process killed between
+    the import and its record left it, so it never landed. What was removed, if anything."""
+    if cycles.landed(task_id):
+        return None
+    ref = self_update_ref(task_id)
+    commit = discard_ref(checkout, ref)
+    return None if commit is None else {"ref": ref, "commit": commit}
 
 
 class Jail:

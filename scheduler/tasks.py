@@ -24,6 +24,7 @@ from domain.application import Tachograph
 from domain.credentials import Binding
 from domain.gateway import IngestEvent
 from domain.schedules import ScheduleService
+from domain.self_update_cycle import CycleRecorder
 from domain.task import Task
 from domain.task_policy import (
     CANCELLING,
@@ -54,7 +55,7 @@ from scheduler.attempt_tokens import AttemptTokens
 from scheduler.cron import cron_fire_times
 from scheduler.liveness import WorkerRegistry
 from scheduler.runtime import Job
-from scheduler.self_update_cycle import SelfUpdateAttempt
+from scheduler.self_update_cycle import SelfUpdateAttempt, remove_unrecorded_ref
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +291,7 @@ class TaskExecutor:
         cwd = Path(self.settings.workspace_root, workspace.path).resolve()
         task = self.service.find(claim.task_id)
         try:
-            if task is not None and self._contained(task):
+            if task is not None and self.contained(task):
                 # Never in the registered checkout: a contained clone, phase by phase.
                 SelfUpdateAttempt(self, claim, writer, cwd).run()
             else:
@@ -298,7 +299,7 @@ class TaskExecutor:
         finally:
             self.revoke_token(claim)  # no-op when the attempt's end already revoked it
 
-    def _contained(self, task: Task) -> bool:
+    def contained(self, task: Task) -> bool:
         """Self-update work, and the remediation of it, never runs in the checkout."""
         if task.source == SOURCE_SELF_UPDATE:
             return True
@@ -566,6 +567,7 @@ class TaskRuntime:
                 continue
             recovered += 1
             log.warning("recovered task: %s", reason, extra={"task_id": task.id})
+            self._forget_unlanded_import(task)
             if self.tokens is not None:
                 try:  # the lost attempt's agent may outlive its worker: refuse its token
                     self.tokens.revoke(task.id, task.attempt_count, reason)
@@ -588,6 +590,26 @@ class TaskRuntime:
                 except Exception as exc:  # noqa: BLE001 - observational
                     log.warning("TaskStop hook failed: %s", exc)
         return recovered
+
+    def _forget_unlanded_import(self, task: Task) -> None:
+        """A contained attempt killed mid-import may have left its ref, which never landed
+        (no commit phase recorded it): delete it, whether or not another attempt follows."""
+        if self.executor is None or not self.executor.contained(task):
+            return
+        try:
+            workspace = self.app.get_workspace(task.workspace)
+            checkout = Path(self.settings.workspace_root, workspace.path).resolve()
+            removed = remove_unrecorded_ref(CycleRecorder(self.app), checkout, task.id)
+        except Exception as exc:  # noqa: BLE001 - the next attempt's prepare checks again
+            log.warning("checking a recovered cycle's ref failed: %s", exc)
+            return
+        if removed is not None:
+            log.warning(
+                "removed %s (%s): no commit phase recorded it",
+                removed["ref"],
+                removed["commit"],
+                extra={"task_id": task.id},
+            )
 
     def materialise_due(self) -> list[UUID]:
         """Queue the tasks of due user schedules (once per slot across replicas)."""

@@ -430,11 +430,11 @@ def test_only_self_update_refs_are_imported_or_discarded(repo: Path, clone: Clon
 
 def test_discard_deletes_the_imported_ref_once(repo: Path, clone: Clone) -> None:
     change = inspected_good_change(clone)
-    import_it(repo, clone, change.digest)
+    imported = import_it(repo, clone, change.digest)
     before = observed(repo)
-    assert discard_ref(repo, REF) is True
+    assert discard_ref(repo, REF) == imported  # the commit it named
     assert ref_of(repo, REF) is None
-    assert discard_ref(repo, REF) is False
+    assert discard_ref(repo, REF) is None
     assert observed(repo) == before
 
 

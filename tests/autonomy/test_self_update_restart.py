@@ -1,9 +1,17 @@
-"""A `serve` killed in the middle of a cycle: the next process recovers the attempt and
-the cycle runs again from prepare; a ref is imported once, from the new attempt."""
+"""A `serve` killed in the middle of each phase of a cycle: the next process recovers the
+attempt and the cycle runs again from prepare; a ref is imported once, from the new
+attempt, and a ref a killed import left behind (never recorded) is removed first.
+
+The git phases are caught by a `git` on serve's PATH that pauses once at the command
+that phase runs (clone for prepare, merge-base for inspect), or, for commit, right
+after `update-ref` created the ref and before the phase could be recorded."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +25,7 @@ import pytest
 from api.bootstrap import build_services
 from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.settings import Settings
+from projections.self_update_cycles import task_workflow
 from tests.support import Server
 
 pytestmark = pytest.mark.slow
@@ -62,7 +71,44 @@ def awaiting(server: Server, task_id: str, attempt: int) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("phase", ["implement", "review"])
+# Git runs with an environment of Tachograph's own, so the wrapper carries its settings.
+PAUSING_GIT = """#!/bin/sh
+# Pauses once, at the first git command whose arguments include {at}.
+case " $* " in
+  *" {at} "*)
+    if [ ! -e {mark} ]; then
+      if [ {after} = 1 ]; then {real} "$@"; code=$?; else code=; fi
+      touch {mark}
+      sleep 20
+      [ -n "$code" ] && exit "$code"
+    fi ;;
+esac
+exec {real} "$@"
+"""
+GIT_PAUSES = {
+    "prepare": ("clone", "0"),
+    "inspect": ("merge-base", "0"),
+    "commit": ("update-ref", "1"),
+}
+
+
+def pausing_git(tmp_path: Path, phase: str) -> dict[str, str]:
+    """serve's environment with a `git` first on PATH that pauses in this phase."""
+    if phase not in GIT_PAUSES:
+        return {}
+    at, after = GIT_PAUSES[phase]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    real = shutil.which("git")
+    assert real is not None
+    mark = shlex.quote(str(tmp_path / "git-paused"))
+    wrapper.write_text(PAUSING_GIT.format(at=at, after=after, real=shlex.quote(real), mark=mark))
+    wrapper.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("phase", ["prepare", "implement", "inspect", "review", "commit"])
 def test_a_killed_cycle_is_recovered_and_imports_once(
     settings: Settings, tmp_path: Path, phase: str
 ) -> None:
@@ -88,27 +134,32 @@ def test_a_killed_cycle_is_recovered_and_imports_once(
     finally:
         setup.close()
 
-    first = Server(settings, tmp_path / "serve-1.log", ENV)
+    env = {**ENV, **pausing_git(tmp_path, phase)}
+    ref = f"refs/tachograph/self-update/{task_id}"
+    first = Server(settings, tmp_path / "serve-1.log", env)
     first.wait_ready()
     try:
         if phase == "implement":
             until(lambda: Path(script["record"] + ".slept").exists())
-        else:
+        elif phase == "review":
             until(lambda: awaiting(first, task_id, 1))
+        else:
+            if phase == "commit":
+                approve(first, task_id, attempt=1)
+            until(lambda: (tmp_path / "git-paused").exists())
     finally:
         first.kill()  # SIGKILL in the middle of the phase
-    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+    left = git(repo, "for-each-ref", "--format=%(objectname)", "refs/tachograph").split()
+    # Only a kill after update-ref leaves a ref, and no commit phase says it landed.
+    assert len(left) == (1 if phase == "commit" else 0)
+    if phase == "commit":
+        flow = workflow_from_store(settings, task_id)
+        assert [p["phase"] for p in flow["phases"]][-1] == "review" and flow["commit"] is None
 
-    second = Server(settings, tmp_path / "serve-2.log", ENV)
+    second = Server(settings, tmp_path / "serve-2.log", env)
     second.wait_ready()
     try:
-        digest = until(lambda: awaiting(second, task_id, 2))
-        reviewed = httpx.post(
-            f"{second.url}/api/tasks/{task_id}/review",
-            json={"digest": digest, "approve": True},
-            timeout=10,
-        )
-        assert reviewed.status_code == 200, reviewed.text
+        approve(second, task_id, attempt=2)
         task = until(
             lambda: (
                 (t := httpx.get(f"{second.url}/api/tasks/{task_id}", timeout=5).json())["status"]
@@ -116,16 +167,45 @@ def test_a_killed_cycle_is_recovered_and_imports_once(
                 and t
             )
         )
-        flow = workflow(second, task_id)
-        assert flow is not None
+        found = workflow(second, task_id)
+        assert found is not None
+        flow = found
     finally:
         second.signal(signal.SIGTERM)
         second.wait(30)
     assert task["attemptCount"] == 2 and task["outcome"].startswith("imported ")
     attempts = [(p["attempt"], p["phase"], p["status"]) for p in flow["phases"]]
-    assert attempts[0][:2] == (1, "prepare") and (2, "prepare", "ok") in attempts
+    # prepare is recorded once the clone exists: killed while cloning, attempt 1 has none.
+    first_recorded = 2 if phase == "prepare" else 1
+    assert attempts[0][:2] == (first_recorded, "prepare") and (2, "prepare", "ok") in attempts
     assert attempts[-1] == (2, "commit", "ok")
     assert [a for a in attempts if a[1] == "commit"] == [(2, "commit", "ok")]
     refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/tachograph")
-    assert refs.split() == [f"refs/tachograph/self-update/{task_id}", flow["commit"]]
+    assert refs.split() == [ref, flow["commit"]]
     assert git(repo, "status", "--porcelain") == ""
+    if phase == "commit":  # the ref the killed import left was not the one that landed
+        assert left != [flow["commit"]]
+        assert "no commit phase recorded it" in second.output()
+
+
+def approve(server: Server, task_id: str, attempt: int) -> None:
+    """As the operator: approve the digest this attempt's inspect phase shows."""
+    digest = until(lambda: awaiting(server, task_id, attempt))
+    reviewed = httpx.post(
+        f"{server.url}/api/tasks/{task_id}/review",
+        json={"digest": digest, "approve": True},
+        timeout=10,
+    )
+    assert reviewed.status_code == 200, reviewed.text
+
+
+def workflow_from_store(settings: Settings, task_id: str) -> dict[str, Any]:
+    """The workflow as recorded, read while no server runs."""
+    services = build_services(settings)
+    try:
+        services.runner.catch_up()
+        flow = task_workflow(services.store, task_id)
+    finally:
+        services.close()
+    assert flow is not None
+    return flow
