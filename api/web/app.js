@@ -1067,6 +1067,8 @@ function fillWorkflow(flow, live) {
   } else help = "Deletes the ref from the repository; the evidence stays in the log.";
   setText($("#workflow-discard-help"), help);
 
+  renderReviewForm(flow, live);
+
   $("#workflow-change").hidden = !inspected;
   if (!inspected) return;
   const files = Array.isArray(inspected.evidence.files) ? inspected.evidence.files : [];
@@ -1091,6 +1093,54 @@ function fillWorkflow(flow, live) {
     setText(verdict, reviewed ? "(the reviewer said nothing)" : live ? "Not reviewed yet." : "Not reviewed.");
   }
   renderDiff(inspected.evidence.patch);
+}
+
+/** The inspected patch the current attempt waits for a person to review, if any. */
+function awaitingReview(flow, live) {
+  if (!live || !flow.phases.length) return null;
+  const attempt = flow.phases[flow.phases.length - 1].attempt;
+  const inspected = newestPhase(flow, "inspect", attempt);
+  if (!inspected || inspected.status !== "ok" || inspected.evidence.reviewBy !== "operator") return null;
+  return newestPhase(flow, "review", attempt) ? null : inspected;
+}
+
+function renderReviewForm(flow, live) {
+  const waiting = awaitingReview(flow, live);
+  const form = $("#workflow-review");
+  form.hidden = !waiting;
+  if (!waiting) return;
+  $("#workflow-review-help").replaceChildren(
+    `Attempt ${waiting.attempt} waits for your verdict on the patch below, digest `,
+    h("code", { class: "digest" }, waiting.evidence.digest),
+    ". Approving sends that digest; the commit phase checks it against the clone again before importing.",
+  );
+}
+
+async function sendReview(button, approve) {
+  const id = taskView.id;
+  const flow = taskView.workflow;
+  const waiting = flow ? awaitingReview(flow, Boolean(taskView.task) && !TERMINAL.has(taskView.task.status)) : null;
+  if (!waiting) return;
+  const digest = waiting.evidence.digest;
+  const reason = $("#workflow-review-reason").value.trim();
+  const ok = await command(button, {
+    title: approve ? "Approve this change?" : "Reject this change?",
+    body: approve
+      ? `The patch with digest ${digest} is imported as refs/tachograph/self-update/${id} if the clone still has it.`
+      : `Nothing of attempt ${waiting.attempt} is imported; the task completes saying so.`,
+    label: approve ? "Approve" : "Reject",
+    run: () =>
+      api(`/api/tasks/${id}/review`, {
+        method: "POST",
+        body: reason ? { digest, approve, reason } : { digest, approve },
+      }),
+    errorEl: $("#workflow-action-error"),
+    doneEl: $("#workflow-action-done"),
+    done: () => (approve ? `Approved ${digest}.` : "Rejected: nothing is imported."),
+  });
+  if (ok) $("#workflow-review-reason").value = "";
+  if (taskView.id === id) await guarded($("#task-error"), () => loadWorkflow(id));
+  $("#workflow-title").focus();
 }
 
 function wireTaskActions() {
@@ -1150,6 +1200,8 @@ function wireTaskActions() {
 }
 
 function wireWorkflow() {
+  $("#workflow-approve").addEventListener("click", (event) => sendReview(event.currentTarget, true));
+  $("#workflow-reject").addEventListener("click", (event) => sendReview(event.currentTarget, false));
   $("#workflow-discard").addEventListener("click", async (event) => {
     const button = event.currentTarget;
     const id = taskView.id;

@@ -4,7 +4,8 @@ The server runs in this process (uvicorn in a thread) so that self-update tasks 
 created through the task service, as the idle job does: the API queues only user tasks.
 Its executor is the stand-in agent of tests/autonomy, scripted by each task's prompt, and
 the workspace is a real Git repository, so every cycle clones, inspects, reviews and
-imports for real. Screenshot: `web-15-self-update-workflow.png` (see README.md).
+imports for real. Screenshots: `web-15-self-update-workflow.png` and
+`web-16-self-update-review.png` (see README.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,12 +59,16 @@ class WorkflowSite:
     repo: Path
     reader: str
 
-    def cycle(self, **script: str) -> tuple[str, dict[str, Any]]:
-        """Queue a self-update task with this script; wait until it ends; its workflow."""
+    def queue(self, **script: str) -> str:
+        """Queue a self-update task with this script, as the idle job would."""
         recorded = self.services.tasks.service.create(  # type: ignore[union-attr]
             "repo", json.dumps(script), None, 1, "test", source=SOURCE_SELF_UPDATE
         )
-        task_id = str(recorded.aggregate_id)
+        return str(recorded.aggregate_id)
+
+    def cycle(self, **script: str) -> tuple[str, dict[str, Any]]:
+        """Queue a self-update task with this script; wait until it ends; its workflow."""
+        task_id = self.queue(**script)
         wait_until(lambda: self.status(task_id) in TERMINAL, timeout=90, every=0.1)
         return task_id, self.workflow(task_id)
 
@@ -92,9 +98,9 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def flow_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowSite]:
-    base = tmp_path_factory.mktemp("web-workflow")
+@contextmanager
+def running_site(base: Path, **extra: Any) -> Iterator[WorkflowSite]:
+    """An in-process server whose executor runs the stand-in, the repository registered."""
     root = base / "workspace"
     root.mkdir()
     repo = make_repo(root / "repo")
@@ -113,6 +119,7 @@ def flow_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowSite
         reflection_interval_s=3600.0,
         self_update_idle_interval_s=3600.0,
         self_update_reconcile_interval_s=3600.0,
+        **extra,
     )
     app = create_app(settings)
     server = uvicorn.Server(
@@ -133,6 +140,12 @@ def flow_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowSite
         server.should_exit = True
         thread.join(30)
         assert not thread.is_alive(), "the in-process server did not stop"
+
+
+@pytest.fixture(scope="module")
+def flow_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowSite]:
+    with running_site(tmp_path_factory.mktemp("web-workflow")) as site:
+        yield site
 
 
 @pytest.fixture(scope="module")
@@ -366,4 +379,107 @@ def test_a_task_without_a_cycle_has_no_workflow_section(
     checked(page, task_id)
     assert not page.find("#task-workflow").is_displayed()
     page.has_text("#task-status", "completed")
+    assert page.console_errors() == []
+
+
+# Reviews by a person (TACHOGRAPH_SELF_UPDATE_REVIEW=operator), from the page.
+
+REVIEW_WHY = "Your key has the reader role; reviewing self-update changes needs operator."
+
+
+@pytest.fixture(scope="module")
+def review_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowSite]:
+    with running_site(tmp_path_factory.mktemp("web-review"), self_update_review="operator") as site:
+        yield site
+
+
+@pytest.fixture(scope="module")
+def review_browser(review_site: WorkflowSite) -> Iterator[Browser]:
+    opened = Browser(review_site.url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def awaiting_digest(site: WorkflowSite, task_id: str) -> str:
+    """Wait until the cycle waits for a person; the digest its inspect phase shows."""
+
+    def inspected() -> str | None:
+        answer = site.api.http.get(f"/api/tasks/{task_id}/workflow")
+        if answer.status_code != 200:
+            return None
+        last = answer.json()["phases"][-1]
+        done = (last["phase"], last["status"]) == ("inspect", "ok")
+        return str(last["evidence"]["digest"]) if done else None
+
+    wait_until(lambda: inspected() is not None, timeout=60, every=0.1)
+    digest = inspected()
+    assert digest is not None
+    return digest
+
+
+def test_an_operator_approves_the_awaited_patch_from_the_page(
+    review_browser: Browser, review_site: WorkflowSite
+) -> None:
+    task_id = review_site.queue(implement="commit", review="approve")
+    digest = awaiting_digest(review_site, task_id)
+
+    # A reader sees what waits, but cannot decide it.
+    page = load_with(review_browser, review_site.reader, f"tasks/{task_id}")
+    page.visible("#workflow-review")
+    page.has_text("#workflow-review-help", digest)
+    page.until(
+        lambda: (
+            not page.find("#workflow-approve").is_enabled()
+            and page.find("#workflow-approve").get_attribute("title") == REVIEW_WHY
+            and not page.find("#workflow-reject").is_enabled()
+        ),
+        message="the review buttons are not disabled with the role's reason",
+    )
+
+    page = load_with(review_browser, API_KEY, f"tasks/{task_id}")
+    page.visible("#workflow-review")
+    assert diff_lines(page, "add") == ["+- tidy the docs"]
+    page.find("#workflow-review-reason").send_keys("Read the changelog diff")
+    page.js("document.querySelector('#workflow-review').scrollIntoView()")
+    page.screenshot("16-self-update-review")
+    page.until(lambda: page.find("#workflow-approve").is_enabled())
+    page.find("#workflow-approve").click()
+    page.visible("#confirm-dialog")
+    assert digest in page.text("#confirm-body")
+    page.find("#confirm-yes").click()
+    page.has_text("#workflow-action-done", f"Approved {digest}")
+    wait_until(lambda: review_site.status(task_id) in TERMINAL, timeout=60, every=0.1)
+    page.has_text("#workflow-state", "imported")
+    page.until(lambda: not page.find("#workflow-review").is_displayed())
+    flow = review_site.workflow(task_id)
+    review = [p for p in flow["phases"] if p["phase"] == "review"][-1]
+    assert review["status"] == "ok"
+    assert review["evidence"]["actor"] == "key:admin"
+    assert review["evidence"]["reason"] == "Read the changelog diff"
+    assert review["evidence"]["echoed"] == digest
+    assert git(review_site.repo, "rev-parse", flow["ref"]).strip() == flow["commit"]
+    assert page.console_errors() == []
+
+
+def test_an_operator_rejects_from_the_page_and_nothing_is_imported(
+    review_browser: Browser, review_site: WorkflowSite
+) -> None:
+    task_id = review_site.queue(implement="commit", review="approve")
+    awaiting_digest(review_site, task_id)
+    page = load_with(review_browser, API_KEY, f"tasks/{task_id}")
+    page.visible("#workflow-review")
+    page.until(lambda: page.find("#workflow-reject").is_enabled())
+    page.find("#workflow-reject").click()
+    page.visible("#confirm-dialog")
+    page.find("#confirm-yes").click()
+    page.has_text("#workflow-action-done", "Rejected")
+    wait_until(lambda: review_site.status(task_id) in TERMINAL, timeout=60, every=0.1)
+    page.has_text("#workflow-state", "rejected")
+    page.until(lambda: not page.find("#workflow-review").is_displayed())
+    assert review_site.refs(task_id) == ""
+    flow = review_site.workflow(task_id)
+    assert flow["phases"][-1]["phase"] == "review"
+    assert flow["phases"][-1]["evidence"]["verdict"] == "rejected"
     assert page.console_errors() == []
