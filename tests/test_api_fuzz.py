@@ -1,7 +1,7 @@
 """Schemathesis against a real `tachograph serve`: no 5xx, nothing outside the OpenAPI contract.
 
 Bounded for CI (a few examples per operation, a fixed seed, loopback only). A longer
-run is documented in the README ("Fuzzing the API").
+run is documented in docs/operations.md ("Fuzzing the API").
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 
 
 def schemathesis_args(url: str, max_examples: int, seed: int) -> list[str]:
-    """The CI run; the README's longer run changes only the numbers."""
+    """The CI run; the documented longer run changes only the numbers."""
     return [
         SCHEMATHESIS,
         "run",

@@ -1,6 +1,6 @@
 """The operator page in headless Chromium against a real `tachograph serve` with seeded data.
 
-Screenshots of each view go to `artefacts/` (see README.md, "Operator page").
+Screenshots of each view go to `artefacts/` (see docs/operator-page.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ created through the task service, as the idle job does: the API queues only user
 Its executor is the stand-in agent of tests/autonomy, scripted by each task's prompt, and
 the workspace is a real Git repository, so every cycle clones, inspects, reviews and
 imports for real. Screenshots: `web-15-self-update-workflow.png` and
-`web-16-self-update-review.png` (see README.md).
+`web-16-self-update-review.png` (see docs/operator-page.md).
 """
 
 from __future__ import annotations
