@@ -9,7 +9,6 @@ from fastapi import Depends, FastAPI
 
 from api.answer_first import AnswerFirstMiddleware
 from api.auth import AuthMiddleware
-from api.bootstrap import Services, build_services, freeze_startup_heap
 from api.errors import install_error_handlers
 from api.framework import framework_options
 from api.ingest_fast_path import IngestFastPath
@@ -37,6 +36,7 @@ from api.routes import (
     workspaces,
 )
 from api.routes import log as log_routes
+from bootstrap import Services, build_services, freeze_startup_heap
 from infra.settings import Settings
 
 ANSWER_GRACE_S = 0.002

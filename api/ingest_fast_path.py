@@ -33,7 +33,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.adapters.claude_code import decision_to_claude
 from api.auth import bound_session, may_write_session, principal_of
-from api.bootstrap import Services
 from api.credentials import Principal
 from api.errors import ApiError
 from api.input_limits import TEXT_CHECKED, plainly_clean
@@ -41,6 +40,7 @@ from api.middleware import replaying
 from api.routes.adapters import claude_hook_event, claude_note, hook_header
 from api.routes.hooks import start_in_loop, to_ingest
 from api.schemas import LifecycleEvent
+from bootstrap import Services
 from domain.gateway import IngestEvent, IngestResult
 from infra.logs import bind_log_context
 

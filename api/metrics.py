@@ -33,7 +33,7 @@ from domain.hook_config import EVENT_OUTCOMES
 from domain.hook_dispatch import DispatchResult
 
 if TYPE_CHECKING:
-    from api.bootstrap import Services
+    from bootstrap import Services
     from scheduler.runtime import Job
 
 log = logging.getLogger(__name__)

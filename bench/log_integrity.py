@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.audit import verify_log  # noqa: E402
-from api.bootstrap import build_services  # noqa: E402
+from bootstrap import build_services  # noqa: E402
 from domain.application import Tachograph  # noqa: E402
 from domain.session import Session  # noqa: E402
 from infra.log_scan import log_head, scan_events  # noqa: E402
 from infra.settings import Settings  # noqa: E402
 from projections.replay import replay  # noqa: E402
+from services.log_audit import verify_log  # noqa: E402
 
 KEY = "bench-signing-key-0123456789abcdef0123"
 

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fastapi.testclient import TestClient  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from api.bootstrap import build_services  # noqa: E402
+from bootstrap import build_services  # noqa: E402
 from domain.task import Task  # noqa: E402
-from domain.tasks import new_task  # noqa: E402
+from domain.task_service import new_task  # noqa: E402
 from domain.transcript import Transcript  # noqa: E402
 from infra.settings import Settings  # noqa: E402
 
@@ -97,7 +97,7 @@ def run(kind: str, pg_url: str | None, tasks: int, records: int, requests: int) 
                 fill_s = fill(settings, tasks, per_task)
                 results[label] = {"fill_s": round(fill_s, 1), **measure(settings, requests)}
             finally:
-                if schema is not None:
+                if schema is not None and pg_url is not None:
                     import psycopg
 
                     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -130,6 +130,10 @@ def first_line(text: str | None, limit: int) -> str | None:
     return line[:limit] or None
 
 
+# How many live sessions a process remembers without a read-model lookup.
+KNOWN_SESSIONS_KEPT = 65_536
+
+
 class HookGateway:
     """Dispatches hooks for one event and appends a HookDispatch; never re-enters hooks."""
 
@@ -160,7 +164,8 @@ class HookGateway:
         self._on_dispatch = on_dispatch or (lambda event, result: None)
         # Sessions this process has seen live: lets the hot path skip a lookup. A session
         # deleted by another replica may still take events here; the read models drop them.
-        self._known_sessions: set[UUID] = set()
+        # Bounded (oldest first out): a forgotten session costs one lookup, never an error.
+        self._known_sessions: dict[UUID, None] = {}
 
     def knows_session(self, session_id: UUID) -> bool:
         """Whether this process has seen the session live (accepted without a lookup)."""
@@ -172,7 +177,13 @@ class HookGateway:
             return
         if not self._session_known(session_id):
             self.app.get_session(session_id)  # falls back to the log; raises NotFound
-        self._known_sessions.add(session_id)
+        self._remember(session_id)
+
+    def _remember(self, session_id: UUID) -> None:
+        known = self._known_sessions
+        if len(known) >= KNOWN_SESSIONS_KEPT:
+            del known[next(iter(known))]
+        known[session_id] = None
 
     def ensure_session(
         self,
@@ -219,7 +230,7 @@ class HookGateway:
         self.ingest(
             session_id, IngestEvent(event="SessionEnd", detail={"reason": "deleted"}), actor=actor
         )
-        self._known_sessions.discard(session_id)
+        self._known_sessions.pop(session_id, None)
         return self.app.delete_session(session_id, actor).position
 
     def ingest(
@@ -256,7 +267,8 @@ class HookGateway:
         except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
             log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
             return decided
-        self._known_sessions.add(session_id)
+        if session_id not in self._known_sessions:
+            self._remember(session_id)
         return decided.recorded_at(position)
 
     def start_ingest(

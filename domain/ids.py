@@ -40,10 +40,8 @@ def random_id() -> UUID:
     return UUID(bytes=pool.pop(), version=4)
 
 
-def _forget_pool() -> None:
-    # A forked child must never hand out the ids its parent still holds.
+def forget_buffered_ids() -> None:
+    """Drop the buffered randomness: a forked child must never hand out the ids its
+    parent still holds. The composition root registers it to run after every fork."""
     global _RANDOM
     _RANDOM = threading.local()
-
-
-os.register_at_fork(after_in_child=_forget_pool)

@@ -16,7 +16,7 @@ from uuid import UUID
 from domain.api_key import AlreadyRevoked
 from domain.credentials import AGENT, Binding
 from domain.errors import NotFound
-from domain.keys import KeyService
+from domain.key_service import KeyService
 from projections.runner import ProjectionRunner
 
 log = logging.getLogger(__name__)

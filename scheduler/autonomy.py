@@ -15,12 +15,12 @@ from uuid import UUID
 from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
-from domain.autonomy import AutonomyService
+from domain.autonomy_service import AutonomyService
 from domain.hook_dispatch import HookTransport
 from domain.reflection import Reflector, parse_reflector_config
-from domain.self_update import ReconcileResult, SelfUpdatePlan, SelfUpdateService
-from domain.signals import SignalService
-from domain.tasks import utcnow
+from domain.self_update_service import ReconcileResult, SelfUpdatePlan, SelfUpdateService
+from domain.signal_service import SignalService
+from domain.task_service import utcnow
 from infra.reflector import build_reflector
 from infra.settings import Settings
 from projections.learned import list_targets

@@ -58,7 +58,7 @@ from infra.self_update_git import (
 )
 
 if TYPE_CHECKING:
-    from domain.tasks import Claim
+    from domain.task_service import Claim
     from scheduler.tasks import TaskExecutor, TranscriptWriter
 
 log = logging.getLogger(__name__)
@@ -420,7 +420,7 @@ def write_hook_settings(path: Path) -> Path:
     """A Claude Code settings file (for `--settings {hookSettings}`) outside the clone."""
     # -I: the hook runs in the clone, whose files are the agent's. Without it Python would
     # import `api` from there first when the workspace is Tachograph's own repository.
-    command = shlex.join([sys.executable, "-I", "-m", "api.cli", "hook", "claude"])
+    command = shlex.join([sys.executable, "-I", "-m", "cli.main", "hook", "claude"])
     hooks = {
         event: [
             {

@@ -23,7 +23,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from domain.application import Tachograph
 from domain.credentials import Binding
 from domain.gateway import IngestEvent
-from domain.schedules import ScheduleService
+from domain.schedule_service import ScheduleService
 from domain.self_update_cycle import CycleRecorder
 from domain.task import Task
 from domain.task_policy import (
@@ -34,7 +34,7 @@ from domain.task_policy import (
     iso_utc,
     truncate_utf8,
 )
-from domain.tasks import Claim, TaskService, utcnow
+from domain.task_service import Claim, TaskService, utcnow
 from domain.transcript import Transcript
 from infra.agent_stream import AgentStream, Record
 from infra.event_store import schema_lock

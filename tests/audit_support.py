@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from api.bootstrap import Services, build_services, open_read_store
+from bootstrap import Services, build_services, open_read_store
 from domain.application import Tachograph
 from domain.session import Session
 from infra.settings import Settings

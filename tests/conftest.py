@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services, build_services
+from bootstrap import Services, build_services
 from infra.event_store import open_application, schema_lock
 from infra.settings import DatabaseURL, Settings
 from tests.support import PG_URL

@@ -60,7 +60,7 @@ class Proc:
         self.log = log
         self._out = log.open("ab")
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", *args],
+            [sys.executable, "-m", "cli.main", *args],
             env=env,
             stdout=self._out,
             stderr=subprocess.STDOUT,

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.gateway import agent_session_uuid
 from infra.settings import Settings
 from tests.hook_server import HookServer, answer
@@ -433,7 +433,7 @@ def run_command_hook(
     env: dict[str, str], payload: dict[str, Any], *args: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", "hook", "claude", *args],
+        [sys.executable, "-m", "cli.main", "hook", "claude", *args],
         input=json.dumps(payload),
         env=env,
         capture_output=True,
@@ -481,3 +481,79 @@ def test_command_hook_with_server_down_exits_0_quickly_and_logs(
 def test_session_uuid_is_uuid5_of_agent_and_native_id() -> None:
     assert agent_session_uuid("claude-code:abc") == agent_session_uuid("claude-code:abc")
     assert UUID(str(agent_session_uuid("coder:x"))).version == 5
+
+
+def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
+    settings: Settings,
+) -> None:
+    """Whichever path serves a Claude Code hook (the fast path for a known session, or
+    the FastAPI route), the answer's bytes and the stored HookDispatch are the same:
+    with a handler that denies, one that rewrites, and none."""
+    server = HookServer()
+    server.routes["/deny"] = answer("deny", reason="no force pushes")
+    server.routes["/modify"] = answer("modify", replacement={"command": "git status"})
+    hooks = {
+        "PreToolUse": [
+            {"id": "deny", "type": "http", "url": "$URL/deny", "matcher": ["Bash"]},
+            {"id": "modify", "type": "http", "url": "$URL/modify", "matcher": ["Write"]},
+        ]
+    }
+    try:
+        app = create_app(hooks_settings(settings, server, hooks))
+        with TestClient(app, raise_server_exceptions=False) as client:
+            services: Services = client.app.state.services  # type: ignore[attr-defined]
+            fast_calls: list[bool] = []
+            original = services.gateway.start_ingest
+
+            def watched(*args: Any, **kwargs: Any) -> Any:
+                fast_calls.append(kwargs.get("deliver") is not None)
+                return original(*args, **kwargs)
+
+            services.gateway.start_ingest = watched  # type: ignore[method-assign]
+            start = load_fixture("SessionStart-1.json")
+            assert client.post("/hooks/claude", json=start).status_code == 200
+            bodies = [
+                {"tool_name": "Bash", "tool_input": {"command": "git push --force"}},
+                {"tool_name": "Write", "tool_input": {"file_path": "a.txt", "content": "x"}},
+                {"tool_name": "Read", "tool_input": {"file_path": "a.txt"}},
+            ]
+            for n, body in enumerate(bodies):
+                payload = {
+                    **load_fixture("PreToolUse-1.json"),
+                    **body,
+                    "session_id": start["session_id"],
+                }
+                answers, stored = [], []
+                for via in ("fast", "route"):
+                    payload["tool_use_id"] = f"toolu_{n}_{via}"
+                    fast_calls.clear()
+                    sent = client.post(
+                        "/hooks/claude",
+                        json=payload,
+                        params={} if via == "fast" else {"via": "route"},
+                    )
+                    assert sent.status_code == 200, sent.text
+                    position = int(sent.headers["x-tachograph-position"])
+                    event = client.get(
+                        "/api/events", params={"after": position - 1, "limit": 1}
+                    ).json()["events"][0]
+                    assert event["position"] == position and event["type"] == (
+                        "HookDispatch.Created"
+                    )
+                    answers.append((sent.content, sorted(sent.headers)))
+                    stored.append(event["data"])
+                    # The fast path takes a known session's hook (with handlers to run, it
+                    # then makes the same blocking call the route makes); the route never.
+                    assert fast_calls == ([True] if via == "fast" else []), via
+                fast, routed = stored
+                for data in stored:  # what tells the two calls apart, and nothing else
+                    assert data.pop("tool_call_id").startswith(f"toolu_{n}_")
+                    assert data.pop("event_id").startswith("claude-code:")
+                    assert data.pop("dispatch_id") != ""
+                    for run in data["runs"]:  # the handler's own time, measured per call
+                        assert isinstance(run.pop("durationMs"), int)
+                assert answers[0] == answers[1], body
+                assert fast == routed, body
+            assert json.loads(answers[0][0]) == {}  # the last, Read, had no handler
+    finally:
+        server.close()

@@ -83,7 +83,7 @@ def test_export_writes_the_log_as_ndjson(
     make_session(client)
     out = tmp_path / "log.ndjson"
     result = subprocess.run(
-        [sys.executable, "-m", "api.cli", "export", "--out", str(out), "--after", "1"],
+        [sys.executable, "-m", "cli.main", "export", "--out", str(out), "--after", "1"],
         env=env_for(settings),
         capture_output=True,
         text=True,

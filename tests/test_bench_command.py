@@ -21,7 +21,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
 ) -> None:
     out = tmp_path / "bench.json"
     ran = subprocess.run(
-        [sys.executable, "-m", "api.cli", "bench", "--quick", "--store", store_kind]
+        [sys.executable, "-m", "cli.main", "bench", "--quick", "--store", store_kind]
         + ["--out", str(out)],
         env={**os.environ, "TACHOGRAPH_BENCH_DATABASE_URL": PG_URL},
         capture_output=True,

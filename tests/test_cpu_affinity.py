@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from api.bootstrap import Services
+from bootstrap import Services
 from infra.cpu_affinity import allowed_cpus, choose_cpu
 from infra.settings import Settings, SettingsError
 from tests.support import Server

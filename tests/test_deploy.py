@@ -164,6 +164,8 @@ def test_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
         package = include.rstrip("*")
         assert re.search(rf"^COPY {package} ", dockerfile, re.M), package
         assert (ROOT / package).is_dir()
+    for module in packages["py-modules"]:
+        assert re.search(rf"^COPY {module}\.py ", dockerfile, re.M), module
     assert re.search(r"^USER (?!root)\S+", dockerfile, re.M)
     assert 'ENTRYPOINT ["tachograph"]' in dockerfile
     assert re.search(r'^CMD \["serve", "--host", "0\.0\.0\.0"', dockerfile, re.M)

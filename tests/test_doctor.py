@@ -18,7 +18,7 @@ VENV_BIN = str(Path(sys.executable).parent)
 
 def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", "doctor"],
+        [sys.executable, "-m", "cli.main", "doctor"],
         env=env,
         capture_output=True,
         text=True,

@@ -57,7 +57,7 @@ def write_json(path: Path, data: object) -> Path:
 
 def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *argv],
+        [sys.executable, "-m", "cli.main", *argv],
         env=env,
         capture_output=True,
         text=True,

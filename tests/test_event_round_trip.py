@@ -37,7 +37,7 @@ from domain.session import Session
 from domain.signal import Signal
 from domain.task import Task, remediation_id, task_session_id
 from domain.task_policy import KIND_REMEDIATION, SOURCE_SYSTEM
-from domain.tasks import new_task
+from domain.task_service import new_task
 from domain.transcript import RECORDS_PER_EVENT, Transcript
 from domain.workspace import Workspace
 from infra.event_store import open_application, schema_lock

@@ -11,7 +11,7 @@ import pytest
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.group_commit import GroupCommitter
 from domain.hook_dispatch_record import HookDispatch
 from infra.log_reader import read_events, read_stream

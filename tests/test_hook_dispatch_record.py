@@ -8,7 +8,7 @@ from uuid import uuid4
 
 from eventsourcing.domain import Aggregate
 
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.hook_dispatch_record import HookDispatch, creation_event
 
 FIELDS: dict[str, Any] = {

@@ -6,12 +6,13 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.hook_audit_retention import prune_hook_audit
 from infra.settings import Settings
 from projections.rebuild import rebuild, table_digest
@@ -512,3 +513,24 @@ def test_a_retried_event_is_appended_once_and_answered_from_the_log(
     assert len(attempts) == 1  # the duplicate met the group commit once, not again in the route
     events = gateway_client.get("/api/events", params={"type": "HookDispatch.Created"}).json()
     assert [e["aggregateId"] for e in events["events"]].count(first.json()["dispatchId"]) == 1
+
+
+def test_the_memory_of_live_sessions_is_bounded_and_forgetting_costs_nothing(
+    gateway_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("domain.gateway.KNOWN_SESSIONS_KEPT", 3)
+    services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
+    sessions = [
+        gateway_client.post("/api/sessions", json={"workspaceId": "default"}).json()["id"]
+        for _ in range(5)
+    ]
+    for session in sessions:
+        sent = gateway_client.post(f"/api/sessions/{session}/events", json={"event": "Stop"})
+        assert sent.status_code == 200, sent.text
+    known = [services.gateway.knows_session(UUID(s)) for s in sessions]
+    assert known == [False, False, True, True, True]  # the oldest went first
+    # A forgotten session is looked up again and takes its events as before.
+    again = gateway_client.post(f"/api/sessions/{sessions[0]}/events", json={"event": "Stop"})
+    assert again.status_code == 200
+    assert services.gateway.knows_session(UUID(sessions[0]))
+    assert sum(services.gateway.knows_session(UUID(s)) for s in sessions) == 3

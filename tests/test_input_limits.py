@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.app import create_app
-from api.bootstrap import Services
 from api.input_limits import check_json, plainly_clean
+from bootstrap import Services
 from infra.settings import Settings
 
 MIB = 1024 * 1024

@@ -1,4 +1,9 @@
-"""Layering: domain imports only the stdlib, eventsourcing and pydantic (SPEC §1)."""
+"""Layering (SPEC §1): which package may import which, for every package of the product.
+
+The composition root (`bootstrap`) wires everything; `api` holds HTTP only, `cli` the
+commands, `bench` the benchmarks, `hook_client` what an agent runtime spawns per hook.
+`domain` is pure: the stdlib, eventsourcing and pydantic only.
+"""
 
 from __future__ import annotations
 
@@ -7,44 +12,100 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ALLOWED_THIRD_PARTY = {"eventsourcing", "pydantic", "domain"}
-OUTER = {"api", "projections", "scheduler", "infra"}
+# Every first-party package, and what each may import of the others.
+ALLOWED: dict[str, set[str]] = {
+    "domain": set(),
+    "infra": {"domain"},
+    "projections": {"domain"},
+    "services": {"domain", "infra", "projections"},
+    "scheduler": {"domain", "infra", "projections", "services"},
+    "api": {"domain", "infra", "projections", "services", "scheduler", "bootstrap"},
+    "bootstrap": {"domain", "infra", "projections", "services", "scheduler", "api"},
+    "bench": {"domain", "infra", "projections", "services", "scheduler", "api", "bootstrap"},
+    "cli": {
+        "domain",
+        "infra",
+        "projections",
+        "services",
+        "scheduler",
+        "api",
+        "bootstrap",
+        "bench",
+        "hook_client",
+    },
+    # Spawned on every tool call: the stdlib, and the Claude answer format it falls back to.
+    "hook_client": {"api"},
+}
+FIRST_PARTY = set(ALLOWED)
+DOMAIN_THIRD_PARTY = {"eventsourcing", "pydantic"}
+HOOK_CLIENT_MODULES = {"api.adapters.claude_code"}
+
+
+def imports(path: Path) -> set[str]:
+    """Every absolute module name `path` imports (`from a.b import c` gives `a.b`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
 
 
 def imported_roots(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    roots: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-    return roots
+    return {name.split(".")[0] for name in imports(path)}
+
+
+def sources(package: str) -> list[Path]:
+    single = ROOT / f"{package}.py"
+    return [single] if single.is_file() else sorted((ROOT / package).rglob("*.py"))
+
+
+def test_every_package_is_covered() -> None:
+    on_disk = {
+        p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests",)
+    } | {p.stem for p in ROOT.glob("*.py")}
+    assert on_disk == FIRST_PARTY, "a package without layering rules, or rules for none"
+
+
+def test_each_package_imports_only_what_its_layer_allows() -> None:
+    offenders: dict[str, list[str]] = {}
+    for package, allowed in ALLOWED.items():
+        for path in sources(package):
+            bad = (imported_roots(path) & FIRST_PARTY) - allowed - {package}
+            if bad:
+                offenders[str(path.relative_to(ROOT))] = sorted(bad)
+    assert offenders == {}
 
 
 def test_domain_imports_only_stdlib_eventsourcing_and_pydantic() -> None:
     offenders = {}
-    for path in sorted((ROOT / "domain").rglob("*.py")):
+    for path in sources("domain"):
         bad = {
             r
             for r in imported_roots(path)
             if r not in sys.stdlib_module_names
-            and r not in ALLOWED_THIRD_PARTY
-            and r != "__future__"
+            and r not in DOMAIN_THIRD_PARTY
+            and r not in ("domain", "__future__")
         }
         if bad:
             offenders[path.name] = sorted(bad)
     assert offenders == {}
 
 
-def test_projections_and_infra_do_not_import_api_or_scheduler() -> None:
-    rules = {"projections": OUTER - {"projections"}, "infra": {"api", "projections", "scheduler"}}
+def test_the_hook_client_imports_the_stdlib_and_one_stdlib_only_module() -> None:
     offenders = {}
-    for package, forbidden in rules.items():
-        for path in sorted((ROOT / package).rglob("*.py")):
-            bad = imported_roots(path) & forbidden
-            if bad:
-                offenders[f"{package}/{path.name}"] = sorted(bad)
+    for path in [*sources("hook_client"), ROOT / "api" / "adapters" / "claude_code.py"]:
+        bad = {
+            name
+            for name in imports(path)
+            if name.split(".")[0] not in sys.stdlib_module_names
+            and name.split(".")[0] not in ("hook_client", "__future__")
+            and name not in HOOK_CLIENT_MODULES
+        }
+        if bad:
+            offenders[path.name] = sorted(bad)
     assert offenders == {}
 
 
@@ -52,3 +113,4 @@ def test_checker_detects_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from api.app import create_app\nimport httpx\nimport json\n")
     assert imported_roots(sample) == {"api", "httpx", "json"}
+    assert imports(sample) == {"api.app", "httpx", "json"}

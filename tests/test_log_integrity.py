@@ -13,13 +13,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.audit import verify_log
-from api.bootstrap import Services, build_services
+from bootstrap import Services, build_services
 from domain.log_chain import signing_key_id
 from domain.log_verify import VerifyReport
 from infra.settings import Settings
 from projections.log_checkpoints import CHECKPOINTS_TABLE, LINKS_TABLE, LogChainProjection
 from projections.runner import ProjectionRunner
+from services.log_audit import verify_log
 from tests.audit_support import KEY, audited_services, bulk_history, read_store
 from tests.log_tamper import Tamper
 from tests.support import env_for
@@ -138,7 +138,7 @@ def test_routes_list_checkpoints_and_verify(settings: Settings) -> None:
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**env_for(settings), "TACHOGRAPH_LOG_SIGNING_KEY": KEY}
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -347,7 +347,7 @@ def test_two_replicas_and_two_workers_keep_every_invariant(
 
     # A full replay equals the live read models while every process is still running.
     replay = subprocess.run(
-        [sys.executable, "-m", "api.cli", "replay"],
+        [sys.executable, "-m", "cli.main", "replay"],
         env={**env_for(settings), **shared_env(tmp_path)},
         capture_output=True,
         text=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.bootstrap import build_services
+from bootstrap import build_services
 from infra.settings import Settings
 from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections

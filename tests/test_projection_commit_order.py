@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from api.audit import verify_log
-from api.bootstrap import Services
+from bootstrap import Services
 from infra.pg_append import AppendFunction
 from projections.log_checkpoints import LINKS_TABLE
+from services.log_audit import verify_log
 
 
 @pytest.mark.parametrize("store_kind", ["postgres"], indirect=True)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.application import Tachograph
 from domain.gateway import IngestEvent
 from infra.log_reader import read_events

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from uuid import UUID
 
+from bootstrap import install_process_hooks
 from domain.ids import random_id
 
 
@@ -15,6 +16,7 @@ def test_ids_are_distinct_version_4_uuids() -> None:
 
 
 def test_a_forked_child_never_repeats_its_parents_ids() -> None:
+    install_process_hooks()  # as every process's composition root does
     random_id()  # the parent holds a partly used buffer
     read, write = os.pipe()
     pid = os.fork()

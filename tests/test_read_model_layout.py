@@ -7,7 +7,7 @@ stalls the appends beside it. The layout holds after a rebuild is swapped in, to
 
 from __future__ import annotations
 
-from api.bootstrap import Services
+from bootstrap import Services
 from projections.replay import replay, select_projections
 from tests.audit_support import bulk_history
 

@@ -7,7 +7,7 @@ import time
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services
+from bootstrap import Services
 from infra.settings import Settings
 from tests.support import applied_within
 

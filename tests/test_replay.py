@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services, build_services
+from bootstrap import Services, build_services
 from infra.settings import Settings
 from projections.log_checkpoints import LINKS_TABLE, LogChainProjection
 from projections.registry import all_projections
@@ -45,7 +45,7 @@ def test_replay_equals_live_after_a_mixed_workload(client: TestClient, settings:
 
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         env=env_for(settings),
         capture_output=True,
         text=True,

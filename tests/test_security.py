@@ -28,7 +28,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services
+from bootstrap import Services
 from infra.settings import Settings
 from tests.support import env_for, free_port
 
@@ -125,7 +125,7 @@ def test_hook_urls_outside_policy_refuse_start_up(
         "TACHOGRAPH_HOOK_ALLOWED_HOSTS": allowed,
     }
     started = subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve", "--port", str(free_port())],
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(free_port())],
         env=env,
         capture_output=True,
         text=True,

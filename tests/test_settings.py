@@ -57,7 +57,7 @@ def test_database_url_is_parsed() -> None:
 
 def test_cli_refuses_to_start_with_one_line_naming_the_variable(tmp_path: object) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve"],
+        [sys.executable, "-m", "cli.main", "serve"],
         env={"TACHOGRAPH_TASK_CONCURRENCY": "lots", "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
@@ -72,7 +72,7 @@ def test_cli_refuses_to_start_with_one_line_naming_the_variable(tmp_path: object
 def test_bad_hook_configuration_refuses_start_naming_the_json_path() -> None:
     hooks = '{"version": 1, "hooks": {"PreToolUse": [{"id": "p", "type": "http", "url": "http://evil.example/x"}]}}'
     result = subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve"],
+        [sys.executable, "-m", "cli.main", "serve"],
         env={"TACHOGRAPH_HOOKS": hooks, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -24,7 +24,7 @@ from tests.support import env_for
 
 def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         env={**env_for(settings), "TACHOGRAPH_LOG_SIGNING_KEY": KEY},
         capture_output=True,
         text=True,

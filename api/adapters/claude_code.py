@@ -1,6 +1,6 @@
 """Claude Code adapter: hook payloads to ingest fields, decisions to hook answers (§6.5).
 
-Stdlib only: the command-hook client (`api.hook_command`) imports this module and must stay
+Stdlib only: the command-hook client (`hook_client.command`) imports this module and must stay
 lean, so nothing here may import fastapi, httpx, pydantic or eventsourcing.
 """
 

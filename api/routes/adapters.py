@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 from uuid import UUID
@@ -29,7 +28,6 @@ from api.adapters.coder import (
     verify_coder_request,
 )
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace, request_principal
-from api.bootstrap import Services
 from api.deps import ServicesDep
 from api.errors import ApiError
 from api.input_limits import (
@@ -42,14 +40,11 @@ from api.input_limits import (
 from api.metrics import WEBHOOK_REJECTED
 from api.schemas import LifecycleEvent
 from api.tool_policy import tool_policy_for
+from bootstrap import Services
 from domain.gateway import IngestEvent, IngestResult, ToolPolicy, agent_session_uuid
 from domain.workspace import DEFAULT_WORKSPACE
 
 router = APIRouter(prefix="/hooks", tags=["agent adapters"])
-
-# Coder dispatches wait on this pool so a slow handler chain can be abandoned at
-# half of Coder's timeout while it still finishes (and records) in the background.
-_CODER_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="coder-dispatch")
 
 _FIELD_NAMES = {
     "eventId": "event_id",
@@ -221,7 +216,7 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
         raise ApiError(422, "validation_error", f"{exc}.") from None
     event = ingest_event(dict(coder_to_ingest(verified)))
     session_id = agent_session_uuid(coder_session_key(verified.chat_id))
-    future = _CODER_POOL.submit(_coder_dispatch, services, session_id, event)
+    future = services.coder_pool.submit(_coder_dispatch, services, session_id, event)
     budget = settings.coder_hook_timeout_ms / 2000
     try:
         result: IngestResult | None = await run_in_threadpool(future.result, budget)

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from api.autonomy_schemas import AutonomySettingsUpdate
-from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
+from bootstrap import Services
 from projections.autonomy import autonomy_settings
 from scheduler.autonomy import AutonomyRuntime
 

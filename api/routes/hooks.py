@@ -15,10 +15,10 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import authorize_session_in_loop, request_principal
-from api.bootstrap import Services
 from api.deps import Consistent, ServicesDep
 from api.schemas import LifecycleEvent
 from api.tool_policy import tool_policy_for
+from bootstrap import Services
 from domain.errors import NotFound
 from domain.gateway import HookGateway, IngestEvent, IngestResult, ToolPolicy
 from projections.hook_audit import group_by_turn, session_hook_records

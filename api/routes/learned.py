@@ -8,9 +8,9 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Response
 
 from api.autonomy_schemas import AgentId, TargetEdit, TargetKey, TargetKind
-from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.routes.autonomy_settings import autonomy_of
+from bootstrap import Services
 from domain.errors import NotFound
 from projections.learned import (
     get_revision,

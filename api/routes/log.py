@@ -6,11 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from api.audit import verify_log
 from api.deps import ServicesDep
 from api.input_limits import MAX_POSITION
 from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
 from projections.log_checkpoints import list_checkpoints
+from services.log_audit import verify_log
 
 router = APIRouter(prefix="/api/log", tags=["auditors"])
 

@@ -7,11 +7,11 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
 from api.routes.tasks import tasks_of
 from api.schemas import ScheduleCreate, ScheduleUpdate, Slug
+from bootstrap import Services
 from domain.errors import NotFound
 from projections.schedules import get_schedule, list_schedules
 

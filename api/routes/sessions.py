@@ -7,10 +7,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
 from api.schemas import SessionCreate, SessionSave, SessionUpdate, Slug
+from bootstrap import Services
 from domain.errors import NotFound, RevisionConflict
 from projections.sessions import get_session, list_sessions
 

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query, Response
 
 from api.auth import authorize_session
 from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
-from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
 from api.routes.autonomy_settings import autonomy_of
+from bootstrap import Services
 from domain.errors import NotFound
 from projections.signals import get_signal, list_signals
 

@@ -7,9 +7,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.bootstrap import Services
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.schemas import Slug, TaskCreate, TaskResolve
+from bootstrap import Services
 from domain.errors import NotFound
 from projections.tasks import get_task, list_tasks
 from scheduler.tasks import TaskRuntime

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from api.adapters.claude_code import NORMALISED_EVENTS
-from api.adapters.claude_settings import (
+from cli.claude_settings import (
     ClaudeSettingsError,
     install_claude_hooks,
     is_own_entry,
     uninstall_claude_hooks,
 )
-from api.cli import main as cli_main
+from cli.main import main as cli_main
 
 URL = "http://127.0.0.1:8000"
 

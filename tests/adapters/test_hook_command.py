@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from api.hook_command import FAIL_CLOSED_REASON, main, run_claude_command_hook
+from hook_client.command import FAIL_CLOSED_REASON, main, run_claude_command_hook
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -375,7 +375,7 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
     }
 
     result = subprocess.run(
-        [sys.executable, "-m", "api.hook_command", "PreToolUse", "--fail-closed"],
+        [sys.executable, "-m", "hook_client.command", "PreToolUse", "--fail-closed"],
         input=json.dumps(PRE_TOOL_USE),
         capture_output=True,
         text=True,
@@ -391,7 +391,7 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
 
 def test_import_is_lean() -> None:
     code = (
-        "import api.hook_command, sys; print(sorted(m for m in sys.modules if m.split('.')[0] "
+        "import hook_client.command, sys; print(sorted(m for m in sys.modules if m.split('.')[0] "
         "in {'fastapi','httpx','pydantic','eventsourcing','starlette'}))"
     )
 

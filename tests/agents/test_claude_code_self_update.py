@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.bootstrap import build_services
+from bootstrap import build_services
 from domain.task_policy import SOURCE_SELF_UPDATE
 from infra import network_jail
 from infra.settings import Settings

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services
+from bootstrap import Services
 from infra.settings import Settings
 from scheduler.autonomy import AutonomyRuntime
 from scheduler.tasks import TaskRuntime

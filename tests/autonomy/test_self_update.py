@@ -12,8 +12,8 @@ from uuid import UUID
 from fastapi.testclient import TestClient
 
 from domain.schedule import self_update_schedule_id
-from domain.schedules import ScheduleService
-from domain.self_update import SELF_UPDATE_PROMPT, SelfUpdatePlan, SelfUpdateService
+from domain.schedule_service import ScheduleService
+from domain.self_update_service import SELF_UPDATE_PROMPT, SelfUpdatePlan, SelfUpdateService
 from domain.task import Task
 from tests.autonomy.conftest import Driven, drive, enable
 

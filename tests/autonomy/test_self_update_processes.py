@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from api.bootstrap import build_services
+from bootstrap import build_services
 from infra.log_reader import event_record, iter_events
 from infra.settings import Settings
 from infra.workspace_paths import contained_path

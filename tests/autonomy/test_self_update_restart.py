@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.bootstrap import build_services
+from bootstrap import build_services
 from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.settings import Settings
 from projections.self_update_cycles import task_workflow

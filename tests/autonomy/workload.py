@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from api.bootstrap import Services
+from bootstrap import Services
 
 
 def autonomy_workload(client: TestClient) -> None:

@@ -61,7 +61,7 @@ def refused_within(server: Server, secret: str, seconds: float) -> float:
 def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**env_for(settings.with_(api_key=ADMIN_KEY)), "HOME": str(settings.data_dir)}
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", "keys", *args],
+        [sys.executable, "-m", "cli.main", "keys", *args],
         env=env,
         cwd=REPO,
         capture_output=True,

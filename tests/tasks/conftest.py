@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from api.bootstrap import Services, build_services
+from bootstrap import Services, build_services
 from infra.settings import Settings
 
 FAKE_AGENT = str(Path(__file__).with_name("fake_agent.py"))

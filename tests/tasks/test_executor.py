@@ -16,7 +16,7 @@ import pytest
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 
-from api.bootstrap import Services, build_services
+from bootstrap import Services, build_services
 from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
 from domain.task import remediation_id
 from domain.transcript import transcript_id

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import Services
-from domain.schedules import ScheduleService
+from bootstrap import Services
+from domain.schedule_service import ScheduleService
 from domain.task import Task, scheduled_task_id
 from infra.event_store import open_application
 from infra.settings import Settings

@@ -9,13 +9,13 @@ from uuid import UUID
 import pytest
 from eventsourcing.domain import Aggregate
 
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.base import TachographAggregate
 from domain.errors import InvalidState, NotFound, RuleViolation
 from domain.session import Session
 from domain.task import Task, remediation_id, task_session_id
 from domain.task_policy import Backoff
-from domain.tasks import Claim, TaskService
+from domain.task_service import Claim, TaskService
 from domain.transcript import Transcript, transcript_id
 from infra.event_store import open_application
 from tests.tasks.conftest import Clock

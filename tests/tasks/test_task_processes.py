@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from api.bootstrap import Services, build_services
-from domain.schedules import ScheduleService
+from bootstrap import Services, build_services
+from domain.schedule_service import ScheduleService
 from infra.settings import Settings
 from projections.tasks import get_task
 from scheduler.cron import cron_fire_times

@@ -8,9 +8,9 @@ from uuid import UUID
 
 from fastapi.testclient import TestClient
 
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.task_policy import RECORD_LIMIT_BYTES
-from domain.tasks import Claim, TaskService
+from domain.task_service import Claim, TaskService
 
 ROW_FIELDS = {
     "id", "workspaceId", "source", "kind", "status", "prompt", "model", "scheduleId",

@@ -129,7 +129,7 @@ class Browser:
     # evidence
 
     def screenshot(self, name: str) -> Path:
-        """Save the viewport as a test artefact (referenced from docs/operator-page.md, never committed)."""
+        """Save the viewport as a test artefact (see docs/operator-page.md; never committed)."""
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTEFACTS / f"web-{name}.png"
         self.driver.save_screenshot(str(path))

@@ -25,7 +25,7 @@ import pytest
 import uvicorn
 
 from api.app import create_app
-from api.bootstrap import Services
+from bootstrap import Services
 from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.settings import Settings
 from tests.support import free_port

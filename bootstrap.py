@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from uuid import UUID
@@ -17,9 +20,10 @@ from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observ
 from domain.application import Tachograph
 from domain.gateway import HookGateway
 from domain.group_commit import GroupCommitter
-from domain.keys import KeyService
+from domain.ids import forget_buffered_ids
+from domain.key_service import KeyService
 from domain.session import Session
-from infra.event_store import open_application, schema_lock
+from infra.event_store import open_application, schema_lock, steady_pool_reconnects
 from infra.hook_transport import HttpxHookTransport
 from infra.pool_check import ping_when_stale
 from infra.settings import Settings
@@ -58,6 +62,11 @@ class Services:
     tasks: TaskRuntime | None = None
     committer: GroupCommitter | None = None
     autonomy: AutonomyRuntime | None = None
+    # Coder dispatches wait on this pool so a slow handler chain can be abandoned at
+    # half of Coder's timeout while it still finishes (and records) in the background.
+    coder_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(16, thread_name_prefix="coder-dispatch")
+    )
     _session_workspaces: dict[UUID, str] = field(default_factory=dict, repr=False)
 
     def start(self) -> None:
@@ -88,6 +97,8 @@ class Services:
         self.close()
 
     def close(self) -> None:
+        # Dispatches still running finish and record before the stores close.
+        self.coder_pool.shutdown(wait=True)
         if self.committer is not None:
             self.committer.close()  # drain queued appends before the store closes
         self.transport.close()
@@ -123,13 +134,15 @@ def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         return SQLiteReadStore(settings.readmodel_sqlite_path)
-    return PostgresReadStore(
+    store = PostgresReadStore(
         settings.database_url.conninfo(),
         settings.database_schema,
         max_size=2 * settings.database_pool_size,
         breaker=breaker,
         check=ping_when_stale,
     )
+    steady_pool_reconnects(store.pool)
+    return store
 
 
 def _settled_stop_continues(
@@ -141,8 +154,20 @@ def _settled_stop_continues(
     return honoured_stop_continues(store, str(session_id), turn)
 
 
+_FORK_HOOKS: list[Callable[[], None]] = []
+
+
+def install_process_hooks() -> None:
+    """What every forked child must do before it runs any of this process's code; once
+    per process (os.register_at_fork cannot unregister)."""
+    if not _FORK_HOOKS:
+        _FORK_HOOKS.append(forget_buffered_ids)
+        os.register_at_fork(after_in_child=forget_buffered_ids)
+
+
 def build_services(settings: Settings) -> Services:
     """Open stores (creating schemas idempotently, safe across concurrent starts) and wire."""
+    install_process_hooks()
     settings.workspace_root.mkdir(parents=True, exist_ok=True)
     projections = all_projections()
     attach_signing_key(projections, settings.log_signing_key)

@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Recorded, Tachograph
-from domain.autonomy import AutonomyService, find, retrying
+from domain.autonomy_service import AutonomyService, find, retrying
 from domain.errors import RuleViolation
 from domain.learned_target import (
     AGENT_ID_PATTERN,
@@ -35,7 +35,7 @@ from domain.reflection import (
 )
 from domain.signal import CLAIMED, MAX_ATTEMPTS, SIGNAL_KINDS, Signal, signal_id
 from domain.task_policy import Backoff, truncate_utf8
-from domain.tasks import utcnow
+from domain.task_service import utcnow
 
 TRACE_ID_LIMIT = 256
 FAILURE_CLASS_LIMIT = 64

@@ -121,7 +121,7 @@ def process(
 
 
 def serve(store: Store, port: int, log: Path, extra: dict[str, str] | None = None) -> Any:
-    argv = [sys.executable, "-m", "api.cli", "serve", "--port", str(port)]
+    argv = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
     return process(
         argv, {**store.env(), **(extra or {})}, f"http://127.0.0.1:{port}/api/health", log
     )
@@ -132,7 +132,7 @@ def baseline(app: str, port: int, env: dict[str, str], log: Path) -> Any:
         sys.executable,
         "-m",
         "uvicorn",
-        f"api.bench_baselines:{app}",
+        f"bench.baselines:{app}",
         "--factory",
         "--port",
         str(port),
@@ -411,7 +411,7 @@ def bench_read_your_writes(store: Store, n: int, work: Path) -> dict[str, Any]:
 
 
 def _services(store: Store) -> Any:
-    from api.bootstrap import build_services
+    from bootstrap import build_services
     from infra.settings import Settings
 
     return build_services(Settings.from_env(store.env()))
@@ -419,7 +419,7 @@ def _services(store: Store) -> Any:
 
 def _fill_tasks(store: Store, tasks: int, activity: int) -> None:
     """Tasks that ran one attempt each, with `activity` records in their transcripts."""
-    from domain.tasks import TaskService
+    from domain.task_service import TaskService
 
     services = _services(store)
     try:

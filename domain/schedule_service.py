@@ -14,7 +14,7 @@ from domain.errors import NotFound
 from domain.schedule import Schedule, self_update_schedule_id
 from domain.task import Task, scheduled_task_id
 from domain.task_policy import SOURCE_SCHEDULE, SOURCE_SELF_UPDATE
-from domain.tasks import new_task, utcnow
+from domain.task_service import new_task, utcnow
 
 # Given an instant, the schedule's first fire time strictly after it (None: never again).
 NextFire = Callable[[datetime], datetime | None]

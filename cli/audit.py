@@ -1,100 +1,24 @@
-"""Audit integrity: verify the log's hash chain, export checkpoints, replay projections."""
+"""`tachograph verify`, `checkpoints` and `replay`: the audit commands."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from domain.application import Tachograph
-from domain.log_chain import Checkpoint, signing_key_id
-from domain.log_verify import VerifyReport, verify_chain
-from infra.log_scan import count_events, log_head, scan_events, stored_position
+from infra.log_scan import count_events, log_head
 from infra.settings import Settings
 from projections.base import Projection
-from projections.log_checkpoints import (
-    all_checkpoints,
-    attach_signing_key,
-    chained_seq,
-    recorded_links,
-    recorded_position,
-)
+from projections.log_checkpoints import attach_signing_key
 from projections.replay import ProjectionReplay, ReplayError, replay, select_projections
 from projections.store import ReadStore
-
-CHECKPOINTS_FORMAT = "tachograph-checkpoints/1"
-
-
-@dataclass(frozen=True)
-class _Lookups:
-    app: Tachograph
-    store: ReadStore
-
-    def recorded_position(self, aggregate_id: str, version: int) -> int | None:
-        return recorded_position(self.store, aggregate_id, version)
-
-    def stored_position(self, aggregate_id: str, version: int) -> int | None:
-        return stored_position(self.app, aggregate_id, version)
-
-
-def verify_log(
-    app: Tachograph,
-    store: ReadStore,
-    key: str | None,
-    *,
-    against: Sequence[Checkpoint] | None = None,
-    progress: Callable[[int], None] | None = None,
-    on_total: Callable[[int], None] | None = None,
-) -> VerifyReport:
-    """Verify the stored log against the recorded chain and the ledger (or given checkpoints)."""
-    # Read order matters while writers append: chain length first, then the ledger (which
-    # then holds every checkpoint of that chain), then the head (which covers them all).
-    chained = chained_seq(store, sys.maxsize) if against is None else 0
-    checkpoints = all_checkpoints(store) if against is None else list(against)
-    head = log_head(app)
-    if on_total is not None:
-        on_total(count_events(app, head))
-    return verify_chain(
-        scan_events(app, head),
-        recorded_links(store, head),
-        checkpoints,
-        _Lookups(app, store),
-        key=key,
-        source="ledger" if against is None else "file",
-        chained_seq=chained,
-        progress=progress,
-    )
-
-
-def checkpoints_document(store: ReadStore, key: str | None) -> dict[str, Any]:
-    """Every checkpoint, oldest first, in the file format auditors keep."""
-    return {
-        "format": CHECKPOINTS_FORMAT,
-        "exportedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "signingKeyId": signing_key_id(key) if key else None,
-        "checkpoints": [c.as_dict() for c in all_checkpoints(store)],
-    }
-
-
-def load_checkpoints(path: Path) -> list[Checkpoint]:
-    """Parse an exported checkpoints file; ValueError with a reason when it is not one."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINTS_FORMAT:
-        raise ValueError(f"{path} is not a {CHECKPOINTS_FORMAT} file")
-    items = doc.get("checkpoints")
-    if not isinstance(items, list):
-        raise ValueError(f"{path}: 'checkpoints' must be a list")
-    return [Checkpoint.from_dict(item) for item in items]
-
+from services.log_audit import checkpoints_document, load_checkpoints, verify_log
 
 # CLI
 
@@ -114,7 +38,7 @@ class _Context:
 @contextmanager
 def _open(settings: Settings) -> Iterator[_Context]:
     # Not build_services: an audit command must not append to the log it is auditing.
-    from api.bootstrap import open_read_store
+    from bootstrap import open_read_store
     from infra.event_store import open_application, schema_lock
     from projections.registry import all_projections
     from projections.runner import ensure_schema

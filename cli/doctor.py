@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-from api.adapters.claude_settings import (
+from cli.claude_settings import (
     ADMIN_KEY_ENV,
     AGENT_TOKEN_ENV,
     SETTINGS_RELATIVE_PATH,

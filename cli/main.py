@@ -85,7 +85,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from api.bootstrap import build_services, freeze_startup_heap
+    from bootstrap import build_services, freeze_startup_heap
     from infra.logs import configure_logging
 
     settings = _settings()
@@ -132,21 +132,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute the log's hash chain; exit 1 at the first break."""
-    from api.audit import cli_verify
+    from cli.audit import cli_verify
 
     return cli_verify(_settings(), args.against, args.json, sys.stdout)
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     """Export the chain's checkpoints for an auditor to keep."""
-    from api.audit import cli_checkpoints
+    from cli.audit import cli_checkpoints
 
     return cli_checkpoints(_settings(), args.out, sys.stdout)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Rebuild projections from position 0, compare with the live ones, optionally swap."""
-    from api.audit import cli_replay
+    from cli.audit import cli_replay
 
     return cli_replay(_settings(), args.projection or [], args.swap, args.json, sys.stdout)
 
@@ -155,7 +155,7 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
     """Merge Tachograph's hooks into <dir>/.claude/settings.local.json."""
     import os
 
-    from api.adapters.claude_settings import ClaudeSettingsError, install_claude_hooks
+    from cli.claude_settings import ClaudeSettingsError, install_claude_hooks
 
     url = os.environ.get("TACHOGRAPH_URL") or "http://127.0.0.1:8000"
     try:
@@ -169,7 +169,7 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
 
 def cmd_hook_uninstall(args: argparse.Namespace) -> int:
     """Remove exactly Tachograph's hooks from <dir>/.claude/settings.local.json."""
-    from api.adapters.claude_settings import ClaudeSettingsError, uninstall_claude_hooks
+    from cli.claude_settings import ClaudeSettingsError, uninstall_claude_hooks
 
     try:
         path = uninstall_claude_hooks(Path(args.dir))
@@ -182,14 +182,14 @@ def cmd_hook_uninstall(args: argparse.Namespace) -> int:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     """Issue, list and revoke credentials directly in the store."""
-    from api.keys_command import run
+    from cli.keys import run
 
     return run(args, _settings(), sys.stdout, sys.stderr)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check configuration, database, hooks, hooks.log and the executor; one line each."""
-    from api.doctor import run_doctor
+    from cli.doctor import run_doctor
 
     return run_doctor(sys.stdout)
 
@@ -198,7 +198,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Measure ingest, hook latency and read-your-writes beside same-run baselines."""
     import os
 
-    from api.bench import run_bench
+    from bench.run import run_bench
 
     stores = [args.store] if args.store else ["sqlite", "postgres"]
     pg_url = os.environ.get(
@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
             action.add_argument("--http", action="store_true", help="native HTTP hooks")
         action.set_defaults(func=func)
 
-    from api.keys_command import add_parser as add_keys_parser
+    from cli.keys import add_parser as add_keys_parser
 
     add_keys_parser(sub)
     sub.choices["keys"].set_defaults(func=cmd_keys)
@@ -275,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["hook", "claude"]:
         # The hot path of every tool call: hand over before anything heavy is imported.
-        from api.hook_command import main as relay_main
+        from hook_client.command import main as relay_main
 
         return relay_main(argv[2:])
     args = build_parser().parse_args(argv)

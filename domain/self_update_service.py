@@ -16,14 +16,14 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
-from domain.autonomy import find, retrying
 from domain.autonomy_gate import AUTONOMY_GATE_ID, AutonomyGate
+from domain.autonomy_service import find, retrying
 from domain.errors import NotFound
 from domain.schedule import Schedule, self_update_schedule_id
-from domain.schedules import ScheduleService
+from domain.schedule_service import ScheduleService
 from domain.task import Task
 from domain.task_policy import DEAD_LETTER, FAILED
-from domain.tasks import TaskService, utcnow
+from domain.task_service import TaskService, utcnow
 
 SELF_UPDATE_PROMPT = (
     "Self-update cycle. Review this workspace for small, safe improvements the agents "

@@ -16,7 +16,7 @@ from domain.autonomy_gate import AUTONOMY_GATE_ID, AutonomyGate
 from domain.autonomy_settings import AUTONOMY_SETTINGS_ID, POLICIES, AutonomySettings
 from domain.errors import NotFound
 from domain.learned_target import LearnedTarget, check_target_key, learned_target_id
-from domain.tasks import utcnow
+from domain.task_service import utcnow
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")

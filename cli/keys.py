@@ -37,8 +37,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings, out: IO[str], err: IO[str]) -> int:
-    from api.bootstrap import build_services
     from api.routes.keys import agent_label
+    from bootstrap import build_services
     from projections.api_keys import list_keys
 
     actor = f"cli:{_login()}"

@@ -1,0 +1,1 @@
+"""Benchmarks of SPEC §12 (`tachograph bench`) and standalone workloads."""

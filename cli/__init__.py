@@ -1,0 +1,1 @@
+"""Command-line interface: `tachograph <command>` (cli.main:main)."""

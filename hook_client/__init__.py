@@ -1,0 +1,1 @@
+"""The command-hook client: what an agent runtime spawns per hook. Standard library only."""
