@@ -15,7 +15,6 @@ from apscheduler.triggers.interval import IntervalTrigger
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Recording
 
-from api.credentials import CredentialCache
 from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
 from domain.gateway import HookGateway
@@ -39,6 +38,7 @@ from scheduler.autonomy import AutonomyRuntime
 from scheduler.maintenance import prune_hook_audit_job
 from scheduler.runtime import Job, SchedulerRuntime
 from scheduler.tasks import TaskRuntime, build_task_runtime
+from services.credentials import CredentialCache
 
 log = logging.getLogger(__name__)
 _SESSION_WORKSPACES_KEPT = 10_000

@@ -16,11 +16,11 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.credentials import UNKNOWN, CredentialCache, Principal, Refused
 from api.errors import ApiError
 from api.metrics import FORBIDDEN, UNAUTHORIZED
 from api.middleware import send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
+from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
 
 PRINCIPAL = "tachograph.principal"
 _EVENTS = re.compile(r"^/api/sessions/[^/]+/events$")

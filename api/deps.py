@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import Depends, Header, Query, Request, Response
 
 from api.auth import request_principal
-from api.credentials import Principal
 from api.errors import ApiError
 from api.input_limits import MAX_POSITION
 from bootstrap import Services
+from services.credentials import Principal
 
 
 # Dependencies that never block are async: FastAPI runs sync ones in the thread

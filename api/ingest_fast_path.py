@@ -33,7 +33,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.adapters.claude_code import decision_to_claude
 from api.auth import bound_session, may_write_session, principal_of
-from api.credentials import Principal
 from api.errors import ApiError
 from api.input_limits import TEXT_CHECKED, plainly_clean
 from api.middleware import replaying
@@ -43,6 +42,7 @@ from api.schemas import LifecycleEvent
 from bootstrap import Services
 from domain.gateway import IngestEvent, IngestResult
 from infra.logs import bind_log_context
+from services.credentials import Principal
 
 ROUTE = "/api/sessions/{session_id}/events"
 CLAUDE_ROUTE = "/hooks/claude"

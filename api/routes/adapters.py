@@ -39,10 +39,10 @@ from api.input_limits import (
 )
 from api.metrics import WEBHOOK_REJECTED
 from api.schemas import LifecycleEvent
-from api.tool_policy import tool_policy_for
 from bootstrap import Services
 from domain.gateway import IngestEvent, IngestResult, ToolPolicy, agent_session_uuid
 from domain.workspace import DEFAULT_WORKSPACE
+from services.tool_policy import tool_policy_for
 
 router = APIRouter(prefix="/hooks", tags=["agent adapters"])
 

@@ -17,12 +17,12 @@ from starlette.concurrency import run_in_threadpool
 from api.auth import authorize_session_in_loop, request_principal
 from api.deps import Consistent, ServicesDep
 from api.schemas import LifecycleEvent
-from api.tool_policy import tool_policy_for
 from bootstrap import Services
 from domain.errors import NotFound
 from domain.gateway import HookGateway, IngestEvent, IngestResult, ToolPolicy
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
+from services.tool_policy import tool_policy_for
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"])
 EVENTS_ROUTE = "/api/sessions/{session_id}/events"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from api.credentials import Principal
 from domain.credentials import SELF_UPDATE_POLICY
 from domain.gateway import ToolPolicy
 from domain.self_update_policy import evaluate
+from services.credentials import Principal
 
 
 def tool_policy_for(principal: Principal) -> ToolPolicy | None:
