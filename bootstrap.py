@@ -22,7 +22,7 @@ from domain.group_commit import GroupCommitter
 from domain.ids import forget_buffered_ids
 from domain.key_service import KeyService
 from domain.session import Session
-from infra.event_store import open_application, schema_lock, steady_pool_reconnects
+from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.pool_check import ping_when_stale
 from infra.settings import Settings
@@ -141,7 +141,6 @@ def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
         breaker=breaker,
         check=ping_when_stale,
     )
-    steady_pool_reconnects(store.pool)
     return store
 
 
