@@ -395,13 +395,14 @@ class Jail:
     def __init__(self, ports: tuple[int, ...], hidden: list[Path], keep: Path) -> None:
         # Unix socket paths are limited to 108 bytes: a short directory of its own.
         self.dir = Path(tempfile.mkdtemp(prefix="tg-jail-"))
-        self.relays = [network_jail.UnixRelay(str(self.dir / f"{p}.sock"), p) for p in ports]
+        self.forwards = {p: str(self.dir / f"{p}.sock") for p in ports}
+        self.relays = [network_jail.UnixRelay(path, p) for p, path in self.forwards.items()]
         self.hidden = [str(p) for p in hidden]
         self.keep = str(keep)
 
     def wrap(self, argv: Sequence[str]) -> tuple[str, ...]:
-        forwards = {int(Path(r.path).stem): r.path for r in self.relays}
-        return tuple(network_jail.jail_argv(forwards, argv, hide=self.hidden, keep=[self.keep]))
+        jailed = network_jail.jail_argv(self.forwards, argv, hide=self.hidden, keep=[self.keep])
+        return tuple(jailed)
 
     def close(self) -> None:
         for relay in self.relays:
