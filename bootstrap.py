@@ -17,17 +17,18 @@ from eventsourcing.persistence import Recording
 
 from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
-from domain.gateway import HookGateway
-from domain.group_commit import GroupCommitter
 from domain.ids import forget_buffered_ids
 from domain.key_service import KeyService
 from domain.session import Session
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
+from infra.hook_wire import ask
 from infra.pool_check import ping_when_stale
 from infra.settings import Settings
+from ingest.app_ports import AppSessions, CommittedDispatches
+from ingest.group_commit import GroupCommitter
+from ingest.service import HookIngest
 from projections.base import Projection
-from projections.hook_audit import honoured_stop_continues
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
@@ -42,6 +43,7 @@ from services.credentials import CredentialCache
 
 log = logging.getLogger(__name__)
 _SESSION_WORKSPACES_KEPT = 10_000
+COMMIT_LINGER_S = 0.002
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Services:
     projections: list[Projection]
     runner: ProjectionRunner
     scheduler: SchedulerRuntime
-    gateway: HookGateway
+    ingest: HookIngest
     transport: HttpxHookTransport
     credentials: CredentialCache
     keys: KeyService
@@ -126,7 +128,7 @@ class Services:
 
     def delete_session(self, session_id: UUID, actor: str) -> int | None:
         """Delete one session (SessionEnd first); the single path every deletion takes."""
-        return self.gateway.close_session(session_id, actor)
+        return self.ingest.close_session(session_id, actor)
 
 
 def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
@@ -142,15 +144,6 @@ def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
         check=ping_when_stale,
     )
     return store
-
-
-def _settled_stop_continues(
-    app: Tachograph, runner: ProjectionRunner, store: ReadStore, session_id: UUID, turn: str | None
-) -> int:
-    # Stop arrives once per turn, so waiting for the read model to hold the whole log
-    # (milliseconds) is affordable, and makes the 3-per-turn cap exact.
-    runner.wait_for(app.recorder.max_notification_id() or 0, 2.0)
-    return honoured_stop_continues(store, str(session_id), turn)
 
 
 _FORK_HOOKS: list[Callable[[], None]] = []
@@ -176,21 +169,20 @@ def build_services(settings: Settings) -> Services:
         ensure_schema(store, projections)
         credentials = CredentialCache(store, settings.api_key)
         credentials.ensure_schema()
-    runner = ProjectionRunner(app, store, projections)
+    # Lets the requests a commit answers go before the runner applies it: 2 ms at most
+    # (gateway median overhead ~15-25% lower, measured with the HTTP-signalled form).
+    runner = ProjectionRunner(app, store, projections, commit_linger=COMMIT_LINGER_S)
     app.on_commit = runner.wake
     app.on_recorded = partial(_recorded, runner)
     transport = HttpxHookTransport(settings.secrets)
     committer = GroupCommitter(app, on_batch=observe_batch)
-    gateway = HookGateway(
-        app,
-        settings.hooks,
-        transport,
-        settings.redacted_tools,
-        session_known=lambda sid: session_exists(store, str(sid)),
-        stop_continues=lambda sid, turn: _settled_stop_continues(app, runner, store, sid, turn),
-        record=committer.record,
-        submit=committer.enqueue,
-        on_dispatch=observe_dispatch,
+    ingest = HookIngest(
+        config=settings.hooks,
+        redacted_tools=settings.redacted_tools,
+        sessions=AppSessions(app, lambda sid: session_exists(store, str(sid))),
+        dispatches=CommittedDispatches(app, committer),
+        ask=partial(ask, transport),
+        observe=observe_dispatch,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
@@ -198,7 +190,7 @@ def build_services(settings: Settings) -> Services:
     ]
     keys = KeyService(app)
     tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
-    tasks = build_task_runtime(settings, app, store, gateway, tokens)
+    tasks = build_task_runtime(settings, app, store, ingest, tokens)
     jobs.extend(tasks.jobs())
     autonomy = AutonomyRuntime(settings, app, store, runner, transport, tasks)
     jobs.extend(autonomy.jobs())
@@ -210,7 +202,7 @@ def build_services(settings: Settings) -> Services:
         projections,
         runner,
         scheduler,
-        gateway,
+        ingest,
         transport,
         credentials,
         keys,

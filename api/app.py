@@ -7,7 +7,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from api.answer_first import AnswerFirstMiddleware
 from api.auth import AuthMiddleware
 from api.errors import install_error_handlers
 from api.framework import framework_options
@@ -38,8 +37,6 @@ from api.routes import (
 from api.routes import log as log_routes
 from bootstrap import Services, build_services, freeze_startup_heap
 from infra.settings import Settings
-
-ANSWER_GRACE_S = 0.002
 
 
 def create_app(
@@ -107,8 +104,4 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(QueryGuardMiddleware)
     app.add_middleware(ObservabilityMiddleware, fastapi_app=app, access_log=settings.access_log)
-    # Answers before read models: the runner holds an in-process commit's batch until an
-    # answer has gone out, 2 ms at most (gateway median overhead ~15-25% lower).
-    services.runner.answer_grace = ANSWER_GRACE_S
-    app.add_middleware(AnswerFirstMiddleware, on_answered=services.runner.answered)
     return app

@@ -41,7 +41,13 @@ _DOMAIN_STATUS: list[tuple[type[DomainError], int]] = [
     (RuleViolation, 422),
 ]
 
-_DB_DOWN = (OperationalError, PoolTimeout, psycopg.OperationalError, sqlite3.OperationalError)
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    OperationalError,
+    PoolTimeout,
+    psycopg.OperationalError,
+    sqlite3.OperationalError,
+    PersistenceError,
+)
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[int, str, str, list[dict[str, Any]]]:
@@ -102,7 +108,7 @@ def install_error_handlers(app: FastAPI) -> None:
             response.headers.update(exc.headers)  # e.g. Allow on a 405 (RFC 9110)
         return response
 
-    for family in (*_DB_DOWN, PersistenceError):
+    for family in DATABASE_DOWN:
 
         @app.exception_handler(family)
         async def database_down(_: Request, exc: Exception) -> JSONResponse:

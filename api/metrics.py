@@ -30,7 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from domain.hook_config import EVENT_OUTCOMES
-from domain.hook_dispatch import DispatchResult
+from domain.hook_dispatch import Decision
 
 if TYPE_CHECKING:
     from bootstrap import Services
@@ -122,8 +122,8 @@ def event_label(event: str) -> str:
 _DISPATCH_SERIES: dict[tuple[str, str], Any] = {}
 
 
-def observe_dispatch(event: str, result: DispatchResult) -> None:
-    """Gateway callback: one decided dispatch and each of its handler runs."""
+def observe_dispatch(event: str, result: Decision) -> None:
+    """Ingest observer: one decided dispatch and each of its handler runs."""
     label = event_label(event)
     key = (label, result.outcome)
     series = _DISPATCH_SERIES.get(key)

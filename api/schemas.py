@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from api.input_limits import validate_json_text
+from domain.lifecycle import EVENT_NAME_PATTERN, SHORT_TEXT_MAX, LifecycleEvent
 
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
 
@@ -45,15 +46,17 @@ class SessionSave(Strict):
     messages: list[Any]
 
 
-EventName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
-ShortText = Annotated[str, Field(max_length=256)]
+EventName = Annotated[str, Field(pattern=EVENT_NAME_PATTERN)]
+ShortText = Annotated[str, Field(max_length=SHORT_TEXT_MAX)]
 
 
-class LifecycleEvent(Strict):
+class LifecycleEventBody(Strict):
     """SPEC §6.3 body; unknown event names are accepted and stored as observational."""
 
+    model_config = ConfigDict(extra="forbid", title="LifecycleEvent")
+
     event: EventName
-    eventId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    eventId: Annotated[str, Field(min_length=1, max_length=SHORT_TEXT_MAX)] | None = None
     turnId: ShortText | None = None
     agent: ShortText | None = None
     agentSessionId: ShortText | None = None
@@ -66,6 +69,25 @@ class LifecycleEvent(Strict):
     subagentId: ShortText | None = None
     model: ShortText | None = None
     detail: dict[str, Any] | None = None
+
+    def to_event(self) -> LifecycleEvent:
+        """The one inbound shape; the wire's names end here."""
+        return LifecycleEvent(
+            self.event,
+            event_id=self.eventId,
+            turn_id=self.turnId,
+            agent=self.agent,
+            agent_session_id=self.agentSessionId,
+            tool_name=self.toolName,
+            tool_call_id=self.toolCallId,
+            tool_input=self.toolInput,
+            tool_response=self.toolResponse,
+            prompt=self.prompt,
+            last_assistant_message=self.lastAssistantMessage,
+            subagent_id=self.subagentId,
+            model=self.model,
+            detail=self.detail or {},
+        )
 
 
 TaskPrompt = Annotated[str, Field(min_length=1, max_length=256 * 1024)]

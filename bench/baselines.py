@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from api.framework import framework_options
-from api.schemas import LifecycleEvent
+from api.schemas import LifecycleEventBody
 
 
 def bare_app() -> FastAPI:
@@ -22,7 +22,7 @@ def bare_app() -> FastAPI:
     app = FastAPI(**framework_options())  # the framework configured as Tachograph's
 
     @app.post("/api/sessions/{session_id}/events")
-    async def ingest(session_id: str, body: LifecycleEvent) -> dict[str, Any]:
+    async def ingest(session_id: str, body: LifecycleEventBody) -> dict[str, Any]:
         return {"outcome": "pass"}
 
     return app
@@ -56,7 +56,7 @@ def raw_insert_app() -> FastAPI:
         return conn
 
     @app.post("/api/sessions/{session_id}/events")
-    def ingest(session_id: str, body: LifecycleEvent) -> dict[str, Any]:
+    def ingest(session_id: str, body: LifecycleEventBody) -> dict[str, Any]:
         conn = connection()
         placeholder = "%s" if url else "?"
         conn.execute(

@@ -1,15 +1,17 @@
-"""Pure hook dispatch rules (spec §6.2): request bodies, strict responses, chaining."""
+"""Pure hook dispatch rules (spec §6.2): who is asked what, and how answers combine.
+
+No I/O here: `decide` says which handler to ask next, and folds the replies the
+caller got (ingest/dispatch.py sends them) into one Decision.
+"""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any, Final, Literal
 
-from domain.hook_config import EVENT_OUTCOMES, SUBAGENT_EVENTS, TOOL_EVENTS, HookHandler
-from domain.strict_json import StrictJSONError, strict_json_object
+from domain.hook_config import SUBAGENT_EVENTS, TOOL_EVENTS, HookHandler
 
 Outcome = Literal["pass", "deny", "modify", "continue"]
 
@@ -32,33 +34,16 @@ CONTEXT_SEPARATOR = "\n\n"
 REDACTED = "[redacted]"
 DEFAULT_REDACTED_TOOLS: frozenset[str] = frozenset({"storeSecret", "recallSecret", "updateSecret"})
 
-_RESPONSE_KEYS = frozenset(
-    {"schemaVersion", "outcome", "reason", "additionalContext", "replacement"}
-)
-_OUTCOMES: frozenset[str] = frozenset({"pass", "deny", "modify", "continue"})
-_PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
-
-
-@dataclass(frozen=True)
-class TransportReply:
-    """What the transport got back; `failure` is a failure class when the call failed."""
-
-    status: int | None
-    body: bytes | None
-    failure: str | None
-    duration_ms: float
-
-
-class HookTransport(Protocol):
-    """Sends one request body to one handler; must never raise."""
-
-    def call(self, handler: HookHandler, body: bytes) -> TransportReply:
-        """POST `body` to `handler.url` within `handler.timeout_ms`."""
+OUTCOMES: frozenset[str] = frozenset({"pass", "deny", "modify", "continue"})
+PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 
 
 @dataclass(frozen=True, kw_only=True)
-class DispatchRequest:
-    """One occurrence of an event to dispatch; `detail` keys are camelCase."""
+class HandlerRequest:
+    """What a managed handler is asked about one event (the transport renders §6.2's body).
+
+    Tool input and response are already redacted; `detail` is the runtime's extra fields.
+    """
 
     event_id: str
     event: str
@@ -69,6 +54,11 @@ class DispatchRequest:
     agent: str | None = None
     model: str | None = None
     timestamp: str
+    tool_input: Any = None
+    tool_response: Any = None
+    prompt: str | None = None
+    last_assistant_message: str | None = None
+    subagent_id: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -91,6 +81,14 @@ class HandlerFailure:
 
 
 @dataclass(frozen=True)
+class HandlerReply:
+    """A handler's parsed answer to one request, and how long it took."""
+
+    answer: HandlerDecision | HandlerFailure
+    duration_ms: int
+
+
+@dataclass(frozen=True)
 class HandlerRun:
     """Audit record of one handler run (no raw payloads)."""
 
@@ -102,16 +100,96 @@ class HandlerRun:
     # True when a Stop `continue` was downgraded to pass by the per-turn limit.
     continue_capped: bool = False
 
+    def record(self) -> dict[str, Any]:
+        """As stored in HookDispatch.Created's `runs`."""
+        return {
+            "handler_id": self.handler_id,
+            "outcome": self.outcome,
+            "failure": self.failure,
+            "reason": self.reason,
+            "duration_ms": self.duration_ms,
+            "continue_capped": self.continue_capped,
+        }
+
 
 @dataclass(frozen=True)
-class DispatchResult:
-    """Combined decision of a handler chain."""
+class Decision:
+    """The combined decision on one event: what the agent is told, and every run behind it."""
 
     outcome: Outcome
-    reason: str | None
-    additional_context: str | None
-    replacement: Any | None
-    runs: list[HandlerRun]
+    reason: str | None = None
+    additional_context: str | None = None
+    replacement: Any | None = None
+    runs: tuple[HandlerRun, ...] = ()
+
+
+PASS: Final = Decision("pass")
+
+# A code-owned tool policy: (rule, reason) when it refuses a tool call, else None. It is
+# given the tool, its input and the runtime's working directory (absolute, or None).
+ToolPolicy = Callable[[str | None, Any, str | None], tuple[str, str] | None]
+POLICY_HANDLER: Final = "tachograph-policy"
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What one dispatch decides on, besides the handlers and their replies."""
+
+    request: HandlerRequest
+    # Judged before any handler, and again on a handler's rewrite (PreToolUse only).
+    policy: ToolPolicy | None = None
+    # The unredacted input the policy judges, and the runtime's working directory.
+    policy_input: Any = None
+    cwd: str | None = None
+    # Stop `continue`s already honoured in this turn (the per-turn cap, §6.2).
+    stop_continues_so_far: int = 0
+
+
+@dataclass(frozen=True)
+class HandlerCall:
+    """The next handler to ask, and what to ask it; its reply goes back into `decide`."""
+
+    handler: HookHandler
+    request: HandlerRequest
+
+
+def decide(
+    dispatch: Dispatch, handlers: Sequence[HookHandler], replies: Sequence[HandlerReply]
+) -> HandlerCall | Decision:
+    """The decision once `replies` answer enough of `handlers`; else the next call to make.
+
+    Pure: the caller sends each HandlerCall, appends the reply and decides again. The
+    chain runs the handlers in order and combines their answers per §6.2; a code-owned
+    policy comes first, so no handler is asked about a call it refuses.
+    """
+    policy = dispatch.policy if dispatch.request.event == "PreToolUse" else None
+    if policy is not None:
+        refused = policy(dispatch.request.tool_name, dispatch.policy_input, dispatch.cwd)
+        if refused is not None:
+            return policy_denial(refused, ())
+    chain = _Chain(dispatch.request, dispatch.stop_continues_so_far)
+    result: Decision | None = None
+    for index, handler in enumerate(handlers):
+        if index == len(replies):
+            return HandlerCall(handler, chain.request)
+        result = chain.step(handler, replies[index])
+        if result is not None:
+            break
+    if result is None:
+        result = chain.finish()
+    if policy is not None and result.outcome == "modify":
+        # ... and again on what a handler rewrote the call to.
+        rewritten = policy(dispatch.request.tool_name, result.replacement, dispatch.cwd)
+        if rewritten is not None:
+            return policy_denial(rewritten, result.runs)
+    return result
+
+
+def policy_denial(refused: tuple[str, str], runs: tuple[HandlerRun, ...]) -> Decision:
+    """A deny by the fixed policy, recorded as a run naming the rule that fired."""
+    rule, reason = refused
+    run = HandlerRun(f"{POLICY_HANDLER}:{rule}", "deny", None, reason, 0)
+    return Decision("deny", reason, None, None, (*runs, run))
 
 
 def redact_tool_input(
@@ -123,148 +201,13 @@ def redact_tool_input(
     return tool_input
 
 
-def match_key(request: DispatchRequest) -> str | None:
+def match_key(event: str, tool_name: str | None, subagent_id: object) -> str | None:
     """The subject matchers select on: tool name for tool events, subagent id for subagents."""
-    if request.event in TOOL_EVENTS:
-        return request.tool_name
-    if request.event in SUBAGENT_EVENTS:
-        subagent_id = request.detail.get("subagentId")
+    if event in TOOL_EVENTS:
+        return tool_name
+    if event in SUBAGENT_EVENTS:
         return subagent_id if isinstance(subagent_id, str) else None
     return None
-
-
-def build_request_body(request: DispatchRequest) -> bytes:
-    """Compact UTF-8 JSON request body of §6.2; raises ValueError/TypeError if not JSON-able."""
-    payload: dict[str, Any] = {
-        "schemaVersion": 1,
-        "eventId": request.event_id,
-        "event": request.event,
-        "sessionId": request.session_id,
-        "turnId": request.turn_id,
-    }
-    optional = (
-        ("toolCallId", request.tool_call_id),
-        ("toolName", request.tool_name),
-        ("agent", request.agent),
-        ("model", request.model),
-    )
-    payload.update((key, value) for key, value in optional if value is not None)
-    payload["timestamp"] = request.timestamp
-    payload["detail"] = dict(request.detail)
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.encode("utf-8")
-
-
-class _Malformed(Exception):
-    """Internal: a response violated the contract."""
-
-    def __init__(self, failure: str, message: str) -> None:
-        super().__init__(message)
-        self.failure = failure
-        self.message = message
-
-
-def _malformed(message: str, failure: str = FAILURE_MALFORMED) -> NoReturn:
-    """Abort response parsing with a failure class."""
-    raise _Malformed(failure, message)
-
-
-def parse_handler_response(
-    event: str, status: int | None, body: bytes | None
-) -> HandlerDecision | HandlerFailure:
-    """Strictly validate a handler's answer for `event`."""
-    try:
-        return _parse_response(event, status, body)
-    except _Malformed as exc:
-        return HandlerFailure(exc.failure, exc.message)
-
-
-def _parse_response(event: str, status: int | None, body: bytes | None) -> HandlerDecision:
-    """Validate status, JSON shape, outcome, types and caps; raise _Malformed on violation."""
-    if status is None or not 200 <= status <= 299:
-        _malformed(f"handler answered HTTP status {status}", FAILURE_STATUS)
-    if body is None or not body:
-        _malformed("response body is empty")
-    if len(body) > RESPONSE_BODY_CAP:
-        _malformed(f"response body is over {RESPONSE_BODY_CAP} bytes", FAILURE_OVER_CAP)
-    obj = _decode_object(body)
-    if set(obj) - _RESPONSE_KEYS:
-        # Key names are not echoed: audit records carry no handler payload.
-        _malformed("response has unknown keys")
-    schema_version = obj.get("schemaVersion")
-    if type(schema_version) is not int or schema_version != 1:
-        _malformed("response schemaVersion must be 1")
-    outcome = _outcome(event, obj.get("outcome"))
-    return HandlerDecision(
-        outcome=outcome,
-        reason=_capped_string(obj, "reason", REASON_CAP),
-        additional_context=_capped_string(obj, "additionalContext", CONTEXT_CAP),
-        replacement=_replacement(event, outcome, obj),
-    )
-
-
-def _decode_object(body: bytes) -> dict[str, Any]:
-    """Decode a UTF-8 JSON object."""
-    try:
-        return strict_json_object(body)
-    except StrictJSONError as exc:
-        _malformed(f"response {exc}")
-
-
-def _outcome(event: str, value: Any) -> Outcome:
-    """The outcome must be a string the event allows (unknown events only allow pass)."""
-    if not isinstance(value, str):
-        _malformed("response outcome must be a string")
-    if value not in _OUTCOMES:
-        _malformed(f"unknown outcome for {event}", FAILURE_DISALLOWED_OUTCOME)
-    if value not in EVENT_OUTCOMES.get(event, frozenset({"pass"})):
-        _malformed(f'outcome "{value}" is not allowed for {event}', FAILURE_DISALLOWED_OUTCOME)
-    outcome: Outcome = value  # type: ignore[assignment]  # narrowed by the checks above
-    return outcome
-
-
-def _capped_string(obj: dict[str, Any], key: str, cap: int) -> str | None:
-    """Optional string field with a UTF-8 byte cap (over-cap is a failure, never truncated)."""
-    if key not in obj:
-        return None
-    value = obj[key]
-    if not isinstance(value, str):
-        _malformed(f"response {key} must be a string")
-    if len(value.encode("utf-8")) > cap:
-        _malformed(f"response {key} is over {cap} bytes", FAILURE_OVER_CAP)
-    return value
-
-
-def _replacement(event: str, outcome: Outcome, obj: dict[str, Any]) -> Any | None:
-    """Replacement: required for modify (string for prompts, object for tools), else absent."""
-    if outcome != "modify":
-        if "replacement" in obj:
-            _malformed("response replacement is only allowed with outcome modify")
-        return None
-    if "replacement" not in obj:
-        _malformed("outcome modify requires a replacement")
-    value = obj["replacement"]
-    if event in _PROMPT_EVENTS and not isinstance(value, str):
-        _malformed(f"replacement for {event} must be a string")
-    if event == "PreToolUse" and not isinstance(value, dict):
-        _malformed("replacement for PreToolUse must be a JSON object")
-    return value
-
-
-def run_dispatch(
-    request: DispatchRequest,
-    handlers: list[HookHandler],
-    transport: HookTransport,
-    *,
-    stop_continues_so_far: int = 0,
-) -> DispatchResult:
-    """Run `handlers` sequentially and combine their answers per §6.2."""
-    chain = _Chain(request, stop_continues_so_far)
-    for handler in handlers:
-        result = chain.step(handler, transport)
-        if result is not None:
-            return result
-    return chain.finish()
 
 
 def _failure_reason(handler: HookHandler, failure: str) -> str:
@@ -273,20 +216,10 @@ def _failure_reason(handler: HookHandler, failure: str) -> str:
     return f"hook {json.dumps(handler.id)} failed ({failure}); {mode}"
 
 
-def _call(handler: HookHandler, body: bytes, transport: HookTransport) -> TransportReply:
-    """Call the transport; a transport that breaks its never-raise contract is a failure."""
-    started = time.perf_counter()
-    try:
-        return transport.call(handler, body)
-    except Exception:
-        elapsed = (time.perf_counter() - started) * 1000
-        return TransportReply(None, None, FAILURE_TRANSPORT, elapsed)
-
-
 class _Chain:
-    """Mutable state while one handler chain runs."""
+    """State while one handler chain is folded."""
 
-    def __init__(self, request: DispatchRequest, stop_continues_so_far: int) -> None:
+    def __init__(self, request: HandlerRequest, stop_continues_so_far: int) -> None:
         self.request = request
         self.continue_allowed = stop_continues_so_far < STOP_CONTINUE_LIMIT
         self.contexts: list[str] = []
@@ -296,28 +229,14 @@ class _Chain:
         self.replacement: Any | None = None
         self.modify_reason: str | None = None
 
-    def step(self, handler: HookHandler, transport: HookTransport) -> DispatchResult | None:
-        """Run one handler; return a final result when the chain stops here."""
-        answer, duration_ms = self._ask(handler, transport)
+    def step(self, handler: HookHandler, reply: HandlerReply) -> Decision | None:
+        """Fold one handler's reply; return a final result when the chain stops here."""
+        answer = reply.answer
         if isinstance(answer, HandlerDecision):
             answer = self._admit_context(answer)
         if isinstance(answer, HandlerFailure):
-            return self._fail(handler, answer, duration_ms)
-        return self._apply(handler, answer, duration_ms)
-
-    def _ask(
-        self, handler: HookHandler, transport: HookTransport
-    ) -> tuple[HandlerDecision | HandlerFailure, int]:
-        """Send the current request to `handler` and parse its answer."""
-        try:
-            body = build_request_body(self.request)
-        except (TypeError, ValueError):
-            return HandlerFailure(FAILURE_REQUEST, "request detail is not JSON"), 0
-        reply = _call(handler, body, transport)
-        duration_ms = round(reply.duration_ms)
-        if reply.failure is not None:
-            return HandlerFailure(reply.failure, ""), duration_ms
-        return parse_handler_response(self.request.event, reply.status, reply.body), duration_ms
+            return self._fail(handler, answer, reply.duration_ms)
+        return self._apply(handler, answer, reply.duration_ms)
 
     def _admit_context(self, decision: HandlerDecision) -> HandlerDecision | HandlerFailure:
         """Add the decision's context unless it pushes the combination over the cap."""
@@ -337,7 +256,7 @@ class _Chain:
 
     def _fail(
         self, handler: HookHandler, failure: HandlerFailure, duration_ms: int
-    ) -> DispatchResult | None:
+    ) -> Decision | None:
         """Apply the handler's failure mode: closed denies and stops, open counts as pass."""
         closed = handler.failure_mode == "closed"
         reason = _failure_reason(handler, failure.failure)
@@ -347,7 +266,7 @@ class _Chain:
 
     def _apply(
         self, handler: HookHandler, decision: HandlerDecision, duration_ms: int
-    ) -> DispatchResult | None:
+    ) -> Decision | None:
         """Fold a valid decision into the chain."""
         outcome = decision.outcome
         if outcome == "deny":
@@ -363,7 +282,7 @@ class _Chain:
 
     def _continue(
         self, handler: HookHandler, decision: HandlerDecision, duration_ms: int
-    ) -> DispatchResult | None:
+    ) -> Decision | None:
         """Honour Stop `continue` while under the per-turn limit; afterwards it is a pass."""
         if not self.continue_allowed:
             self._record(handler, "pass", None, decision.reason, duration_ms, continue_capped=True)
@@ -377,14 +296,12 @@ class _Chain:
         self.modified = True
         self.replacement = decision.replacement
         self.modify_reason = decision.reason
-        detail = dict(self.request.detail)
         if self.request.event == "PreToolUse":
             # A redacted tool stays redacted for later handlers, whatever replaced its input.
-            if detail.get("toolInput") != REDACTED:
-                detail["toolInput"] = decision.replacement
+            if self.request.tool_input != REDACTED:
+                self.request = replace(self.request, tool_input=decision.replacement)
         else:
-            detail["prompt"] = decision.replacement
-        self.request = replace(self.request, detail=detail)
+            self.request = replace(self.request, prompt=decision.replacement)
 
     def _record(
         self,
@@ -401,17 +318,17 @@ class _Chain:
             HandlerRun(handler.id, outcome, failure, reason, duration_ms, continue_capped)
         )
 
-    def _result(self, outcome: Outcome, reason: str | None) -> DispatchResult:
+    def _result(self, outcome: Outcome, reason: str | None) -> Decision:
         """A final result; modify replacements only survive when the outcome is modify."""
-        return DispatchResult(
+        return Decision(
             outcome=outcome,
             reason=reason,
             additional_context=CONTEXT_SEPARATOR.join(self.contexts) or None,
             replacement=self.replacement if outcome == "modify" else None,
-            runs=self.runs,
+            runs=tuple(self.runs),
         )
 
-    def finish(self) -> DispatchResult:
+    def finish(self) -> Decision:
         """Result after every handler ran without stopping the chain."""
         if self.modified:
             return self._result("modify", self.modify_reason)

@@ -67,6 +67,25 @@ class HookDispatch(TachographAggregate):
         self.note = note
 
 
+# Version 2 stores `runs` with snake_case keys; version 1 (earlier releases) stored the
+# wire's camelCase. Events are upcast when read, so the log's bytes never change.
+_V1_RUN_KEYS = {
+    "handlerId": "handler_id",
+    "durationMs": "duration_ms",
+    "continueCapped": "continue_capped",
+}
+
+
+def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
+    state["runs"] = [
+        {_V1_RUN_KEYS.get(key, key): value for key, value in run.items()}
+        for run in state.get("runs") or []
+    ]
+
+
+HookDispatch.Created.class_version = 2  # type: ignore[attr-defined]
+HookDispatch.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
+
 _AGGREGATE_TOPIC = get_topic(HookDispatch)
 
 

@@ -9,6 +9,7 @@ from the `Task` stream so the task board never loads a patch.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
@@ -69,7 +70,7 @@ class SelfUpdateCycle(TachographAggregate):
             self.ref = evidence["ref"]
             self.commit = evidence["commit"]
             self.discarded = False
-        if phase == "inspect" and status == "ok" and evidence.get("reviewBy") == "operator":
+        if phase == "inspect" and status == "ok" and evidence.get("review_by") == "operator":
             self.awaiting = {"attempt": attempt, "digest": evidence["digest"]}
         elif phase == "review":
             self.awaiting = None
@@ -161,3 +162,17 @@ class CycleRecorder:
         cycle = self.app.load(SelfUpdateCycle, cycle_id(task_id), "Self-update cycle")
         cycle.discard(actor, reason)
         return self.app.record(cycle)
+
+
+# Version 2 stores evidence keys in snake_case; version 1 (earlier releases) used the
+# wire's camelCase (`reviewBy`, `removedRef`, ...). Upcast when read; the log's bytes stay.
+_CAMEL_JOINT = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _upcast_phase_v1_v2(state: dict[str, Any]) -> None:
+    evidence = state.get("evidence") or {}
+    state["evidence"] = {_CAMEL_JOINT.sub(r"_\1", k).lower(): v for k, v in evidence.items()}
+
+
+SelfUpdateCycle.PhaseRecorded.class_version = 2  # type: ignore[attr-defined]
+SelfUpdateCycle.PhaseRecorded.upcast_v1_v2 = staticmethod(_upcast_phase_v1_v2)  # type: ignore[attr-defined]

@@ -39,6 +39,25 @@ class Session(TachographAggregate):
         self.deleted = False
         self.revision = 0
         self.messages: list[Any] = []
+        # Stop `continue`s honoured in the session's latest turn: the per-turn cap of
+        # SPEC §6.2 is kept by the write side, so no read model needs to have caught up.
+        self.continued_turn: str | None = None
+        self.continues_in_turn = 0
+
+    def stop_continues(self, turn_id: str | None) -> int:
+        """How many Stop `continue` decisions `turn_id` already got."""
+        return self.continues_in_turn if turn_id == self.continued_turn else 0
+
+    def stop_continued(self, turn_id: str | None, dispatch_id: UUID) -> None:
+        """Count one honoured Stop `continue` (recorded with the dispatch that decided it)."""
+        self._stop_continued(turn_id, dispatch_id)
+
+    @event("StopContinued", topic="Session.StopContinued")
+    def _stop_continued(self, turn_id: str | None, dispatch_id: UUID) -> None:
+        if turn_id != self.continued_turn:
+            self.continued_turn = turn_id
+            self.continues_in_turn = 0
+        self.continues_in_turn += 1
 
     def rename(self, title: str, actor: str) -> None:
         """Set the title and lock it against hook-derived titles."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from api.adapters.claude_code import GATE_EVENTS, decision_to_claude
+from domain.hook_dispatch import Decision
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
 DEFAULT_DATA_DIR: Final = "./data"
@@ -167,7 +168,7 @@ def _fail_closed_answer(
         # Claude Code is already continuing because of a Stop hook: blocking again while
         # Tachograph is down would keep the agent from ever stopping.
         return None
-    answer, _ = decision_to_claude(event, {"outcome": "deny", "reason": FAIL_CLOSED_REASON})
+    answer, _ = decision_to_claude(event, Decision("deny", FAIL_CLOSED_REASON))
     return answer
 
 

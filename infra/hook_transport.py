@@ -22,8 +22,8 @@ from domain.hook_dispatch import (
     FAILURE_TIMEOUT,
     FAILURE_TRANSPORT,
     RESPONSE_BODY_CAP,
-    TransportReply,
 )
+from infra.hook_wire import TransportReply
 
 _TIMEOUT_ERRORS = (httpx.TimeoutException, httpcore.TimeoutException, TimeoutError)
 

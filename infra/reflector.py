@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from domain.hook_config import HookHandler
-from domain.hook_dispatch import HookTransport
 from domain.reflection import (
     Decision,
     ReflectionFailed,
@@ -17,6 +16,7 @@ from domain.reflection import (
     parse_reflector_answer,
     reflection_request_body,
 )
+from infra.hook_wire import HookTransport
 
 
 class HttpReflector:

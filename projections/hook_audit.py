@@ -63,11 +63,11 @@ class HookAuditProjection(Projection):
         # with no handler, so operators see every event the agent sent.
         runs = d["runs"] or [
             {
-                "handlerId": None,
+                "handler_id": None,
                 "outcome": d["outcome"],
                 "failure": None,
                 "reason": d["note"],
-                "durationMs": 0,
+                "duration_ms": 0,
             }
         ]
         self._rows.extend(
@@ -77,11 +77,11 @@ class HookAuditProjection(Projection):
                 dispatch_id,
                 d["turn_id"],
                 d["event_name"],
-                run["handlerId"],
+                run["handler_id"],
                 run["outcome"],
                 run["failure"],
                 run["reason"],
-                run["durationMs"],
+                run["duration_ms"],
                 e.at,
                 e.position,
                 seq,
@@ -165,15 +165,3 @@ def group_by_turn(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for record in records:
         turns.setdefault(record["turnId"], []).append(record)
     return [{"turnId": turn, "records": items} for turn, items in turns.items()]
-
-
-def honoured_stop_continues(store: ReadStore, session_id: str, turn_id: str | None) -> int:
-    """How many Stop `continue` decisions this turn already got."""
-    turn_clause = "turn_id = ?" if turn_id is not None else "turn_id IS NULL"
-    params: tuple[Any, ...] = (session_id, turn_id) if turn_id is not None else (session_id,)
-    row = store.query_one(
-        "SELECT COUNT(DISTINCT dispatch_id) AS n FROM rm_hook_audit WHERE session_id = ? AND "
-        f"{turn_clause} AND event = 'Stop' AND outcome = 'continue'",
-        params,
-    )
-    return int(row["n"]) if row else 0

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from eventsourcing.persistence import Notification
 
 from domain.application import Tachograph
+from domain.event_versions import upcast_state
 from projections.base import Envelope, Projection
 from projections.store import Cursor, ReadStore
 
@@ -30,7 +31,7 @@ TRACKING_DDL = (
 
 def decode(app: Tachograph, notification: Notification) -> Envelope:
     """Decode a stored notification into an Envelope (no aggregate reconstruction)."""
-    data = app.mapper.transcoder.decode(notification.state)
+    data = upcast_state(notification.topic, app.mapper.transcoder.decode(notification.state))
     return Envelope(
         position=notification.id,
         aggregate_id=notification.originator_id,  # type: ignore[arg-type]
@@ -150,7 +151,7 @@ class ProjectionRunner:
         batch_size: int = 500,
         poll_interval: float = 0.05,
         linger: float = 0.02,
-        answer_grace: float = 0.0,
+        commit_linger: float = 0.0,
     ) -> None:
         self.app = app
         self.store = store
@@ -158,9 +159,9 @@ class ProjectionRunner:
         self.batch_size = batch_size
         self.poll_interval = poll_interval
         self.linger = linger
-        # Set by the HTTP layer (see `answered`); 0 applies an in-process commit at once.
-        self.answer_grace = answer_grace
-        self._answered = threading.Event()
+        # After an in-process commit wakes the runner, it yields this long (unless a
+        # reader hurries it) before applying, so the committing requests answer first.
+        self.commit_linger = commit_linger
         self._cond = threading.Condition()
         self._wake = threading.Event()
         self._hurry = threading.Event()  # a reader waits for a position: stop lingering
@@ -203,7 +204,6 @@ class ProjectionRunner:
         """Stop after the batch in progress commits."""
         self._stopping.set()
         self._hurry.set()
-        self._answered.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -231,17 +231,6 @@ class ProjectionRunner:
                 room -= 1
 
     _OFFER_LIMIT = 4096
-
-    def answered(self) -> None:
-        """An answer has gone out: a batch held back for it (`answer_grace`) may go now.
-
-        The runner and the request that caused a commit want the interpreter lock at the
-        same moment, the runner to apply the event and the event loop to send the answer;
-        applying first delayed the answer. With `answer_grace` the runner, woken by an
-        in-process commit, waits for the next answer (or the grace, or a reader waiting
-        for a position, which never waits for it) before it applies.
-        """
-        self._answered.set()
 
     def run_once(self) -> int:
         """Apply one batch; return the number of notifications read."""
@@ -289,7 +278,6 @@ class ProjectionRunner:
             return True
         deadline = time.monotonic() + timeout
         self._hurry.set()
-        self._answered.set()
         self._wake.set()
         with self._cond:
             while self._position < position:
@@ -333,6 +321,9 @@ class ProjectionRunner:
             elif read < self.batch_size:
                 woken = self._wake.wait(self.poll_interval)
                 self._wake.clear()
-                if woken and self.answer_grace:
-                    self._answered.wait(self.answer_grace)
-                    self._answered.clear()
+                if woken and self.commit_linger:
+                    # The runner and the requests a commit answers want the interpreter
+                    # lock at the same moment; applying first delayed their answers.
+                    # A commit's signal, not the HTTP layer's: any writer wakes it.
+                    self._hurry.wait(self.commit_linger)
+                    self._hurry.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from projections.base import Envelope, Projection, handles
@@ -86,7 +87,7 @@ def task_workflow(store: ReadStore, task_id: str) -> dict[str, Any] | None:
                 "attempt": p["attempt"],
                 "phase": p["phase"],
                 "status": p["status"],
-                "evidence": json.loads(p["evidence"]),
+                "evidence": _camel_keys(json.loads(p["evidence"])),
                 "at": p["at"],
             }
             for p in phases
@@ -111,3 +112,11 @@ def cycle_outcome_counts(store: ReadStore) -> dict[str, int]:
             outcome = str(r["status"])
         counts[outcome] = counts.get(outcome, 0) + 1
     return counts
+
+
+_SNAKE_JOINT = re.compile(r"_([a-z0-9])")
+
+
+def _camel_keys(evidence: dict[str, Any]) -> dict[str, Any]:
+    """Evidence as the API shows it: the log keeps snake_case, the wire camelCase."""
+    return {_SNAKE_JOINT.sub(lambda m: m.group(1).upper(), k): v for k, v in evidence.items()}

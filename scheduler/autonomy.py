@@ -16,11 +16,11 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
 from domain.autonomy_service import AutonomyService
-from domain.hook_dispatch import HookTransport
 from domain.reflection import Reflector, parse_reflector_config
 from domain.self_update_service import ReconcileResult, SelfUpdatePlan, SelfUpdateService
 from domain.signal_service import SignalService
 from domain.task_service import utcnow
+from infra.hook_wire import HookTransport
 from infra.reflector import build_reflector
 from infra.settings import Settings
 from projections.learned import list_targets

@@ -110,7 +110,7 @@ class SelfUpdateAttempt:
         captured: dict[str, Any] = {
             "head": state.head,
             "branch": state.branch,
-            "remotesDigest": state.remotes_digest,
+            "remotes_digest": state.remotes_digest,
         }
         if not state.eligible:
             reason = state.reason or "the registered checkout is not eligible"
@@ -119,9 +119,9 @@ class SelfUpdateAttempt:
             return
         removed = remove_unrecorded_ref(self.cycles, self.checkout, self.claim.task_id)
         if removed is not None:
-            captured["removedRef"] = removed
+            captured["removed_ref"] = removed
         sandbox, why = self._choose_sandbox()
-        captured.update(sandbox=sandbox, sandboxReason=why)
+        captured.update(sandbox=sandbox, sandbox_reason=why)
         if sandbox == "unavailable":
             self._phase("prepare", "failed", {**captured, "reason": why})
             self._fail("infrastructure", f"no sandbox for the agent: {why}")
@@ -140,7 +140,9 @@ class SelfUpdateAttempt:
         if sandbox == "netns":
             self.jail = Jail(self._forwarded_ports(), self._hidden(), keep=self.base)
         self._phase(
-            "prepare", "ok", {**captured, "clonePath": str(clone.path), "cloneBranch": clone.branch}
+            "prepare",
+            "ok",
+            {**captured, "clone_path": str(clone.path), "clone_branch": clone.branch},
         )
         home = self.base / "home"
         home.mkdir(parents=True, exist_ok=True)
@@ -168,7 +170,7 @@ class SelfUpdateAttempt:
             self._fail("validation", f"inspection refused the change: {change.problem}")
             return
         by_operator = self.executor.settings.self_update_review == "operator"
-        reviewer = {"reviewBy": "operator" if by_operator else "agent"}
+        reviewer = {"review_by": "operator" if by_operator else "agent"}
         self._phase("inspect", "ok", {**_inspected(change), **reviewer})
         if by_operator:
             self.executor.revoke_token(self.claim)  # the agent's part is over

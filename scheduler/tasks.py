@@ -22,7 +22,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
 from domain.credentials import Binding
-from domain.gateway import IngestEvent
+from domain.lifecycle import LifecycleEvent
 from domain.schedule_service import ScheduleService
 from domain.self_update_cycle import CycleRecorder
 from domain.task import Task
@@ -65,9 +65,9 @@ HEARTBEAT_INTERVAL_S = 5.0
 
 
 class TaskHooks(Protocol):
-    """The hook gateway as the executor uses it (TaskStart/TaskStop are observational)."""
+    """Hook ingestion as the executor uses it (TaskStart/TaskStop are observational)."""
 
-    def ingest(self, session_id: UUID, ev: IngestEvent, *, actor: str) -> Any: ...
+    def ingest(self, session_id: UUID, ev: LifecycleEvent, *, actor: str) -> Any: ...
 
 
 class TranscriptWriter:
@@ -448,7 +448,7 @@ class TaskExecutor:
     def _hook(self, claim: Claim, event: str, detail: dict[str, Any]) -> None:
         if self.hooks is None:
             return
-        ev = IngestEvent(
+        ev = LifecycleEvent(
             event=event,
             event_id=f"{claim.turn_id}:{event}",
             turn_id=claim.turn_id,
@@ -574,7 +574,7 @@ class TaskRuntime:
                 except Exception as exc:  # noqa: BLE001 - it still expires at its deadline
                     log.warning("revoking a recovered attempt's token failed: %s", exc)
             if self.hooks is not None and task.session_id and task.turn_id:
-                ev = IngestEvent(
+                ev = LifecycleEvent(
                     event="TaskStop",
                     event_id=f"{task.turn_id}:TaskStop",
                     turn_id=task.turn_id,

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from domain.credentials import SELF_UPDATE_POLICY
-from domain.gateway import ToolPolicy
+from domain.hook_dispatch import ToolPolicy
 from domain.self_update_policy import evaluate
 from services.credentials import Principal
 

@@ -36,8 +36,8 @@ def env_for(settings: Settings) -> dict[str, str]:
 def applied_within(runner: ProjectionRunner, position: int, seconds: float) -> bool:
     """Whether the runner applies `position` within `seconds`.
 
-    Watches without waiting on the runner: a waiting reader releases a batch held back
-    for an answer (ProjectionRunner.answered), which tests of that hold must not do.
+    Watches without waiting on the runner: a waiting reader cuts a commit's linger
+    short (ProjectionRunner.commit_linger), which tests of that linger must not do.
     """
     deadline = time.monotonic() + seconds
     while runner.position < position:

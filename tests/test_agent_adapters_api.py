@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from bootstrap import Services
-from domain.gateway import agent_session_uuid
+from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
 from tests.hook_server import HookServer, answer
 from tests.support import Server, env_for
@@ -89,16 +89,17 @@ def test_a_known_sessions_claude_hooks_skip_the_framework_and_answer_as_the_rout
 ) -> None:
     services: Services = adapter_client.app.state.services  # type: ignore[attr-defined]
     fast_calls: list[bool] = []
-    original = services.gateway.start_ingest
+    original = services.ingest.start
 
     def watched(*args: Any, **kwargs: Any) -> Any:
-        fast_calls.append(kwargs.get("deliver") is not None)  # only the fast path batches
-        return original(*args, **kwargs)
+        taken = original(*args, **kwargs)
+        fast_calls.append(taken)  # True: answered without a worker thread
+        return taken
 
-    services.gateway.start_ingest = watched  # type: ignore[method-assign]
+    services.ingest.start = watched  # type: ignore[method-assign]
     native = load_fixture("SessionStart-1.json")["session_id"]
     created = adapter_client.post("/hooks/claude", json=load_fixture("SessionStart-1.json"))
-    assert created.status_code == 200 and fast_calls == []  # a new session: the route
+    assert created.status_code == 200 and fast_calls == [False]  # a new session: blocking
     before = log_size(adapter_client)
     for name in FIXTURE_NAMES:
         payload = {**load_fixture(name), "session_id": native}
@@ -109,7 +110,7 @@ def test_a_known_sessions_claude_hooks_skip_the_framework_and_answer_as_the_rout
         if "tool_use_id" in payload:
             payload["tool_use_id"] += "-routed"
         routed = adapter_client.post("/hooks/claude", params={"via": "route"}, json=payload)
-        assert fast_calls == [True], name
+        assert fast_calls == [True, True], name  # the same non-blocking call either way
         assert fast.status_code == routed.status_code == 200, name
         assert fast.content == routed.content == b"{}", name
         assert set(fast.headers) == set(routed.headers), name
@@ -503,13 +504,14 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
         with TestClient(app, raise_server_exceptions=False) as client:
             services: Services = client.app.state.services  # type: ignore[attr-defined]
             fast_calls: list[bool] = []
-            original = services.gateway.start_ingest
+            original = services.ingest.start
 
             def watched(*args: Any, **kwargs: Any) -> Any:
-                fast_calls.append(kwargs.get("deliver") is not None)
-                return original(*args, **kwargs)
+                taken = original(*args, **kwargs)
+                fast_calls.append(taken)
+                return taken
 
-            services.gateway.start_ingest = watched  # type: ignore[method-assign]
+            services.ingest.start = watched  # type: ignore[method-assign]
             start = load_fixture("SessionStart-1.json")
             assert client.post("/hooks/claude", json=start).status_code == 200
             bodies = [
@@ -542,16 +544,16 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                     )
                     answers.append((sent.content, sorted(sent.headers)))
                     stored.append(event["data"])
-                    # The fast path takes a known session's hook (with handlers to run, it
-                    # then makes the same blocking call the route makes); the route never.
-                    assert fast_calls == ([True] if via == "fast" else []), via
+                    # Either path asks the same service; with handlers to run (or none:
+                    # Read) it is the same call, blocking or not, whichever path asked.
+                    assert fast_calls == [n == 2], via
                 fast, routed = stored
                 for data in stored:  # what tells the two calls apart, and nothing else
                     assert data.pop("tool_call_id").startswith(f"toolu_{n}_")
                     assert data.pop("event_id").startswith("claude-code:")
                     assert data.pop("dispatch_id") != ""
                     for run in data["runs"]:  # the handler's own time, measured per call
-                        assert isinstance(run.pop("durationMs"), int)
+                        assert isinstance(run.pop("duration_ms"), int)
                 assert answers[0] == answers[1], body
                 assert fast == routed, body
             assert json.loads(answers[0][0]) == {}  # the last, Read, had no handler

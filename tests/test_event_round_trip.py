@@ -19,7 +19,7 @@ from uuid import UUID
 
 import pytest
 from eventsourcing.domain import Aggregate, CanMutateAggregate
-from eventsourcing.persistence import Notification
+from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
 import domain
@@ -42,6 +42,7 @@ from domain.transcript import RECORDS_PER_EVENT, Transcript
 from domain.workspace import Workspace
 from infra.event_store import open_application, schema_lock
 from infra.settings import Settings
+from projections.runner import decode
 
 # A fixed, non-midnight instant with microseconds, so a timestamp that lost precision
 # or its zone on the way through the store would not compare equal.
@@ -85,6 +86,8 @@ def session_lifecycle() -> Iterator[Aggregate]:
     session.archive(ACTOR)
     yield session
     session.restore(ACTOR)
+    yield session
+    session.stop_continued("turn-1", tid("dispatch"))
     yield session
     messages = [
         {"role": "user", "content": "héllo \u2603", "meta": {"n": 1, "ok": True, "x": None}},
@@ -152,7 +155,7 @@ def hook_dispatch_created() -> Iterator[Aggregate]:
         reason="rm -rf is not allowed",
         additional_context=None,
         replacement={"command": "ls", "args": ["-l", 2, 3.5, None, True]},
-        runs=[{"handlerId": "guard", "outcome": "deny", "failure": None, "durationMs": 4}],
+        runs=[{"handler_id": "guard", "outcome": "deny", "failure": None, "duration_ms": 4}],
         title_hint="Clean the build dir",
         summary_hint=None,
         note=None,
@@ -211,7 +214,7 @@ def self_update_cycle_lifecycle() -> Iterator[Aggregate]:
     yield cycle
     cycle.record(1, "prepare", "ok", {"checkout": "/tmp/clone", "head": "c0ffee"})
     yield cycle
-    cycle.record(1, "inspect", "ok", {"reviewBy": "operator", "digest": digest, "files": 3})
+    cycle.record(1, "inspect", "ok", {"review_by": "operator", "digest": digest, "files": 3})
     yield cycle
     # Decisions are keyed by the int attempt, which a JSON object key would turn into a
     # string: this holds only because the state is rebuilt from the event's int field.
@@ -505,3 +508,36 @@ def test_each_event_saves_and_reloads_equal(settings: Settings, scenario: Scenar
             assert event_shape(decoded) == event_shape(original), name(cls)
     finally:
         fresh.close()
+
+
+V1_RUN = {"handlerId": "guard", "outcome": "deny", "failure": None, "reason": "no", "durationMs": 4}
+
+
+def test_a_version_1_dispatch_reads_as_version_2_everywhere(settings: Settings) -> None:
+    """Earlier releases stored `runs` in camelCase with no class_version; the bytes stay."""
+    dispatch = next(hook_dispatch_created())
+    with schema_lock(settings):
+        app = open_application(settings)
+    try:
+        (created,) = dispatch.collect_events()
+        stored = app.mapper.to_stored_event(created)
+        state = app.mapper.transcoder.decode(stored.state)
+        assert state.pop("class_version") == 2
+        state["runs"] = [V1_RUN]  # the previous release's shape
+        v1 = StoredEvent(
+            originator_id=stored.originator_id,
+            originator_version=stored.originator_version,
+            topic=stored.topic,
+            state=app.mapper.transcoder.encode(state),
+        )
+        app.recorder.insert_events([v1])
+        reloaded: HookDispatch = app.repository.get(dispatch.id)
+        expected = {**V1_RUN, "handler_id": "guard", "duration_ms": 4}
+        del expected["handlerId"], expected["durationMs"]
+        assert reloaded.runs == [expected]
+        (notification,) = [n for n in read_log(app, 1) if n.originator_id == dispatch.id]
+        assert notification.state == v1.state  # the log's bytes are what was written
+        envelope = decode(app, notification)
+        assert envelope.data["runs"] == [expected] and "class_version" not in envelope.data
+    finally:
+        app.close()

@@ -12,9 +12,9 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from bootstrap import Services
-from domain.group_commit import GroupCommitter
 from domain.hook_dispatch_record import HookDispatch
 from infra.log_reader import read_events, read_stream
+from ingest.group_commit import GroupCommitter
 
 
 def dispatch(dispatch_id: UUID, session_id: UUID) -> HookDispatch:

@@ -26,7 +26,7 @@ FIELDS: dict[str, Any] = {
     "reason": "no",
     "additional_context": "context",
     "replacement": {"command": "ls"},
-    "runs": [{"handlerId": "h", "outcome": "deny", "failure": None}],
+    "runs": [{"handler_id": "h", "outcome": "deny", "failure": None}],
     "title_hint": None,
     "summary_hint": "summary",
     "note": None,

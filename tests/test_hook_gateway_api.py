@@ -462,18 +462,18 @@ def test_the_fast_path_answers_exactly_as_the_route_does(gateway_client: TestCli
     body = {"event": "PostToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
     calls: list[bool] = []
-    original = services.gateway.start_ingest
+    original = services.ingest.start
 
     def watched(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs.get("deliver") is not None)  # only the fast path batches wake-ups
+        calls.append(kwargs.get("deliver") is not None)  # both batch their loop's wake-ups
         return original(*args, **kwargs)
 
-    services.gateway.start_ingest = watched  # type: ignore[method-assign]
+    services.ingest.start = watched  # type: ignore[method-assign]
     before = _ingest_count(gateway_client)
     fast = gateway_client.post(url, json=body)
     # A query string sends the same request to the FastAPI route instead.
     routed = gateway_client.post(url, params={"via": "route"}, json=body)
-    assert calls == [True, False]
+    assert calls == [True, True]  # one service call, whichever path took the request
     assert fast.status_code == routed.status_code == 200
     fast_body, routed_body = fast.json(), routed.json()
     assert fast_body.pop("dispatchId") != routed_body.pop("dispatchId")  # two dispatches
@@ -500,13 +500,13 @@ def test_a_retried_event_is_appended_once_and_answered_from_the_log(
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
     first = post(gateway_client, session_id, event="PostToolUse", eventId="retry-1")
     attempts: list[object] = []
-    original = services.gateway.start_ingest
+    original = services.ingest.start
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         attempts.append(args)
         return original(*args, **kwargs)
 
-    services.gateway.start_ingest = counted  # type: ignore[method-assign]
+    services.ingest.start = counted  # type: ignore[method-assign]
     again = post(gateway_client, session_id, event="PostToolUse", eventId="retry-1")
     assert again.status_code == 200
     assert again.json() == first.json()  # the stored decision, same dispatch
@@ -518,8 +518,8 @@ def test_a_retried_event_is_appended_once_and_answered_from_the_log(
 def test_the_memory_of_live_sessions_is_bounded_and_forgetting_costs_nothing(
     gateway_client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("domain.gateway.KNOWN_SESSIONS_KEPT", 3)
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
+    monkeypatch.setattr(services.ingest.known, "kept", 3)
     sessions = [
         gateway_client.post("/api/sessions", json={"workspaceId": "default"}).json()["id"]
         for _ in range(5)
@@ -527,10 +527,10 @@ def test_the_memory_of_live_sessions_is_bounded_and_forgetting_costs_nothing(
     for session in sessions:
         sent = gateway_client.post(f"/api/sessions/{session}/events", json={"event": "Stop"})
         assert sent.status_code == 200, sent.text
-    known = [services.gateway.knows_session(UUID(s)) for s in sessions]
+    known = [UUID(s) in services.ingest.known for s in sessions]
     assert known == [False, False, True, True, True]  # the oldest went first
     # A forgotten session is looked up again and takes its events as before.
     again = gateway_client.post(f"/api/sessions/{sessions[0]}/events", json={"event": "Stop"})
     assert again.status_code == 200
-    assert services.gateway.knows_session(UUID(sessions[0]))
-    assert sum(services.gateway.knows_session(UUID(s)) for s in sessions) == 3
+    assert UUID(sessions[0]) in services.ingest.known
+    assert sum(UUID(s) in services.ingest.known for s in sessions) == 3

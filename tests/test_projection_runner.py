@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bootstrap import Services
 from domain.application import Tachograph
-from domain.gateway import IngestEvent
+from domain.lifecycle import LifecycleEvent
 from infra.log_reader import read_events
 from projections.base import Envelope, Projection, iso, stored_iso
 from projections.rebuild import rebuild, table_digest
@@ -34,27 +34,27 @@ def make_history(services: Services, sessions: int = 30) -> None:
         app.save_session_messages(session_id, 0, [f"m{i}"], "test")
         for turn in range(2):
             for event in _turn(i, turn):
-                services.gateway.ingest(session_id, event, actor="test")
+                services.ingest.ingest(session_id, event, actor="test")
         if i % 5 == 0:
             app.delete_session(session_id, "test")
             # A straggler recorded after the delete must not revive its audit or row.
-            services.gateway.ingest(session_id, IngestEvent("PostToolUse"), actor="test")
+            services.ingest.ingest(session_id, LifecycleEvent("PostToolUse"), actor="test")
 
 
-def _turn(i: int, turn: int) -> list[IngestEvent]:
+def _turn(i: int, turn: int) -> list[LifecycleEvent]:
     ids: dict[str, Any] = {
         "turn_id": f"turn-{turn}",
         "agent": "claude-code",
         "agent_session_id": f"a{i}",
     }
     events = [
-        IngestEvent("UserPromptSubmit", prompt=f"fix bug {i}.{turn}", **ids),
-        IngestEvent("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, **ids),
-        IngestEvent("PostToolUse", tool_name="Bash", tool_response={"exitCode": 0}, **ids),
-        IngestEvent("Stop", last_assistant_message=f"done {i}.{turn}", **ids),
+        LifecycleEvent("UserPromptSubmit", prompt=f"fix bug {i}.{turn}", **ids),
+        LifecycleEvent("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, **ids),
+        LifecycleEvent("PostToolUse", tool_name="Bash", tool_response={"exitCode": 0}, **ids),
+        LifecycleEvent("Stop", last_assistant_message=f"done {i}.{turn}", **ids),
     ]
     if i % 4 == 1 and turn == 1:
-        events.append(IngestEvent("SessionEnd", **ids))
+        events.append(LifecycleEvent("SessionEnd", **ids))
     return events
 
 
@@ -170,7 +170,7 @@ def test_this_process_offers_what_it_appends_to_its_runner(services: Services) -
     services.runner.catch_up()
     reads = _reads_of(services.app)
     session_id = services.app.create_session("default", "offered", "test").aggregate_id
-    services.gateway.ingest(session_id, IngestEvent("PostToolUse"), actor="test")
+    services.ingest.ingest(session_id, LifecycleEvent("PostToolUse"), actor="test")
     while services.runner.run_once():
         pass
     assert [count for _, count in reads if count] == []  # nothing read back
@@ -283,25 +283,17 @@ def test_a_rebuild_collects_rarely_and_leaves_the_collector_as_it_found_it(
         gc.unfreeze()
 
 
-def test_a_commit_is_held_for_the_next_answer_but_never_for_a_reader(
+def test_a_commit_lingers_before_it_is_applied_but_never_for_a_reader(
     services: Services,
 ) -> None:
     runner = services.runner
-    runner.answer_grace = 60.0  # far longer than the test: only a release lets it go
+    runner.commit_linger = 60.0  # far longer than the test: only a reader cuts it short
     runner.poll_interval = 60.0  # and no polling pass picks the event up meanwhile
     app = services.app
     services.start()
-    services.scheduler.stop()  # its jobs wait for positions, which releases held batches
-    first = app.create_session("default", "a", "test").position or 0
-    runner.answered()  # let the first commit's batch go
-    assert applied_within(runner, first, 10)
-    time.sleep(0.2)  # the runner is idle again
+    services.scheduler.stop()  # its jobs wait for positions, which cuts the linger short
+    time.sleep(0.2)  # the runner is idle, waiting for a commit
     held = app.create_session("default", "b", "test").position or 0
-    time.sleep(0.3)
-    assert runner.position < held  # held: nothing has been answered
-    runner.answered()
-    assert applied_within(runner, held, 10)
-    time.sleep(0.2)
-    waited = app.create_session("default", "c", "test").position or 0
-    # Nothing answered again, but a reader waiting for the position is never held.
-    assert runner.wait_for(waited, 5.0)
+    assert not applied_within(runner, held, 0.3)  # the commit woke it; it lingers
+    # A reader waiting for the position is never held.
+    assert runner.wait_for(held, 5.0)

@@ -52,23 +52,25 @@ def test_unreachable_position_is_503_projection_lagging(settings: Settings) -> N
         assert response.json()["error"] == "projection_lagging"
 
 
-def test_every_answer_releases_the_batch_held_for_it(client: TestClient) -> None:
+def test_a_lingering_commit_never_holds_a_reader(client: TestClient) -> None:
     services: Services = client.app.state.services  # type: ignore[attr-defined]
-    assert services.runner.answer_grace > 0  # serve holds a commit's batch for its answer
-    services.runner.answer_grace = 60.0  # so only an answer can release it here
+    assert services.runner.commit_linger > 0  # the runner lets a commit's answers go first
+    services.runner.commit_linger = 60.0  # so only a reader can cut it short here
     services.runner.poll_interval = 60.0
-    services.scheduler.stop()  # its jobs wait for positions, which releases held batches
-    # A route that waits for its own position: it never holds the runner anyway.
+    services.scheduler.stop()  # its jobs wait for positions, which cuts the linger short
+    # A route that waits for its own position is never held.
     created = client.post("/api/sessions", json={"workspaceId": "default"})
-    assert applied_within(services.runner, int(created.headers["x-tachograph-position"]), 5)
+    assert created.status_code == 201
     time.sleep(0.2)
-    ingested = client.post(  # the ingest fast path (a known session, no handlers)
+    ingested = client.post(  # a hook is answered without waiting for read models
         f"/api/sessions/{created.json()['id']}/events", json={"event": "PostToolUse"}
     )
-    assert applied_within(services.runner, int(ingested.headers["x-tachograph-position"]), 5)
-    time.sleep(0.2)
-    # A commit nobody answers stays held (the grace here outlasts the test) until one is.
-    held = services.app.create_session("default", "direct", "test").position or 0
+    held = int(ingested.headers["x-tachograph-position"])
     assert not applied_within(services.runner, held, 0.3)
-    assert client.get("/api/health").status_code == 200
-    assert applied_within(services.runner, held, 5)
+    # A read at the hook's position waits for it, and cuts the linger short.
+    hooks = client.get(
+        f"/api/sessions/{created.json()['id']}/hooks",
+        headers={"x-tachograph-min-position": str(held)},
+    )
+    assert hooks.status_code == 200
+    assert [r["event"] for r in hooks.json()["items"]][-1] == "PostToolUse"

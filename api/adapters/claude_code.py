@@ -1,7 +1,8 @@
-"""Claude Code adapter: hook payloads to ingest fields, decisions to hook answers (§6.5).
+"""Claude Code adapter: hook payloads to lifecycle events, decisions to hook answers (§6.5).
 
-Stdlib only: the command-hook client (`hook_client.command`) imports this module and must stay
-lean, so nothing here may import fastapi, httpx, pydantic or eventsourcing.
+Stdlib only (and the stdlib-only domain.lifecycle): the command-hook client
+(`hook_client.command`) imports this module and must stay lean, so nothing here may
+import fastapi, httpx, pydantic or eventsourcing.
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Final, Required, TypedDict, cast
+from typing import Any, Final
+
+from domain.hook_dispatch import Decision
+from domain.lifecycle import LifecycleEvent
 
 AGENT: Final = "claude-code"
 
@@ -60,18 +64,18 @@ _BLOCK_EVENTS: Final = frozenset(
 # `deny`, "the turn may not complete", §6.2) are expressed exactly.
 _CONTINUE_EVENTS: Final = frozenset({"Stop", "SubagentStop"})
 
-# Claude field -> (ingest field, accepted type). A value of another type is not trusted in a
-# typed ingest field; it is kept in `detail` instead, so nothing is lost and nothing fails.
+# Claude field -> (LifecycleEvent field, accepted type). A value of another type is not
+# trusted in a typed field; it is kept in `detail` instead, so nothing is lost or fails.
 _MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
-    "session_id": ("agentSessionId", str),
-    "prompt_id": ("turnId", str),
-    "tool_name": ("toolName", str),
-    "tool_use_id": ("toolCallId", str),
-    "tool_input": ("toolInput", dict),
-    "tool_response": ("toolResponse", object),
+    "session_id": ("agent_session_id", str),
+    "prompt_id": ("turn_id", str),
+    "tool_name": ("tool_name", str),
+    "tool_use_id": ("tool_call_id", str),
+    "tool_input": ("tool_input", dict),
+    "tool_response": ("tool_response", object),
     "prompt": ("prompt", str),
-    "last_assistant_message": ("lastAssistantMessage", str),
-    "agent_id": ("subagentId", str),
+    "last_assistant_message": ("last_assistant_message", str),
+    "agent_id": ("subagent_id", str),
     "model": ("model", str),
 }
 
@@ -82,25 +86,6 @@ class ClaudePayloadError(ValueError):
     """The request body is not a Claude Code hook payload (not an object, no event name)."""
 
 
-class IngestFields(TypedDict, total=False):
-    """The §6.3 ingest body produced by an agent adapter; absent fields are omitted."""
-
-    event: Required[str]
-    eventId: str
-    turnId: str
-    agent: str
-    agentSessionId: str
-    toolName: str
-    toolCallId: str
-    toolInput: dict[str, Any]
-    toolResponse: Any
-    prompt: str
-    lastAssistantMessage: str
-    subagentId: str
-    model: str
-    detail: dict[str, Any]
-
-
 def to_camel(name: str) -> str:
     """Return a snake_case field name in camelCase (other names unchanged)."""
     return _SNAKE_JOINT.sub(lambda m: m.group(1).upper(), name)
@@ -109,7 +94,10 @@ def to_camel(name: str) -> str:
 def split_fields(
     source: Mapping[str, Any], table: Mapping[str, tuple[str, type]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split agent fields into typed ingest fields (per `table`) and camelCased detail."""
+    """Split runtime fields into typed event fields (per `table`) and camelCased detail.
+
+    `detail` is camelCased because it reaches managed handlers as §6.2's `detail`.
+    """
     mapped: dict[str, Any] = {}
     detail: dict[str, Any] = {}
     for key, value in source.items():
@@ -122,8 +110,8 @@ def split_fields(
     return mapped, detail
 
 
-def claude_payload_to_ingest(payload: object) -> IngestFields:
-    """Map Claude Code's hook JSON to the §6.3 ingest fields; never fails on field content."""
+def claude_payload_to_event(payload: object) -> LifecycleEvent:
+    """Map Claude Code's hook JSON to a LifecycleEvent; never fails on field content."""
     if not isinstance(payload, dict):
         raise ClaudePayloadError("a Claude Code hook body must be a JSON object")
     event = payload.get("hook_event_name")
@@ -131,14 +119,16 @@ def claude_payload_to_ingest(payload: object) -> IngestFields:
         raise ClaudePayloadError("a Claude Code hook body needs a non-empty hook_event_name")
     body = {k: v for k, v in payload.items() if k != "hook_event_name"}
     mapped, detail = split_fields(body, _MAPPED_FIELDS)
-    fields = cast(IngestFields, {"event": event, "agent": AGENT, **mapped, "detail": detail})
-    event_id = _event_id(event, fields)
-    if event_id is not None:
-        fields["eventId"] = event_id
-    return fields
+    return LifecycleEvent(
+        event,
+        event_id=_event_id(event, mapped),
+        agent=AGENT,
+        detail=detail,
+        **mapped,
+    )
 
 
-def _event_id(event: str, fields: IngestFields) -> str | None:
+def _event_id(event: str, mapped: Mapping[str, Any]) -> str | None:
     """Return an idempotency key only for events Claude Code identifies uniquely."""
     # Claude Code sends no event id. A tool call's tool_use_id is issued by the model API and
     # is unique, and each tool event fires once per call, so (session, event, tool_use_id)
@@ -148,23 +138,21 @@ def _event_id(event: str, fields: IngestFields) -> str | None:
     # (after a `continue`), so they get no eventId and are never collapsed. (A deferred call
     # resumed with `claude -p --resume` asks PreToolUse again under the same id; Tachograph
     # never defers, so answering with the stored decision is right there too.)
-    tool_call_id = fields.get("toolCallId")
+    tool_call_id = mapped.get("tool_call_id")
     if event not in _TOOL_EVENTS or not tool_call_id:
         return None
-    return f"{AGENT}:{fields.get('agentSessionId', '')}:{event}:{tool_call_id}"
+    return f"{AGENT}:{mapped.get('agent_session_id', '')}:{event}:{tool_call_id}"
 
 
-def decision_to_claude(
-    event: str, decision: Mapping[str, Any]
-) -> tuple[dict[str, Any], str | None]:
+def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], str | None]:
     """Map a combined decision to Claude Code's hook answer, plus an audit note if degraded."""
-    outcome = decision.get("outcome", "pass")
+    outcome: object = decision.outcome
     notes: list[str] = []
     if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
         notes.append(f"unknown outcome {outcome!r} treated as deny")
         outcome = "deny"
-    reason = _optional_text(decision.get("reason"))
-    replacement = decision.get("replacement")
+    reason = _optional_text(decision.reason)
+    replacement = decision.replacement
     if event == "PreToolUse":
         answer = _pre_tool_use_answer(outcome, reason, replacement, notes)
     elif outcome == "pass":
@@ -176,7 +164,7 @@ def decision_to_claude(
     else:
         notes.append(f"{event} has no decision control in Claude Code; {outcome} answered as pass")
         answer = {}
-    _add_context(event, answer, _optional_text(decision.get("additionalContext")), notes)
+    _add_context(event, answer, _optional_text(decision.additional_context), notes)
     return answer, "; ".join(notes) or None
 
 

@@ -8,11 +8,13 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import jwt
 
-from api.adapters.claude_code import DENY_REASON, IngestFields, split_fields, to_camel
+from api.adapters.claude_code import DENY_REASON, split_fields, to_camel
+from domain.hook_dispatch import Decision
+from domain.lifecycle import LifecycleEvent
 
 AGENT: Final = "coder"
 SCHEMA_VERSION: Final = 1
@@ -41,14 +43,14 @@ MUTABLE_TYPES: Final = frozenset({"user_prompt_submit", "pre_tool_use"})
 
 _DATA_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
     "prompt": ("prompt", str),
-    "tool_use_id": ("toolCallId", str),
-    "tool_name": ("toolName", str),
-    "tool_input": ("toolInput", dict),
-    "tool_response": ("toolResponse", object),
+    "tool_use_id": ("tool_call_id", str),
+    "tool_name": ("tool_name", str),
+    "tool_input": ("tool_input", dict),
+    "tool_response": ("tool_response", object),
 }
 
 # meta keys carried in `detail`, renamed where Coder's name would mislead (its workspace is
-# not a Tachograph workspace). The other known meta keys become ingest fields.
+# not a Tachograph workspace). The other known meta keys become LifecycleEvent fields.
 _META_DETAIL: Final[Mapping[str, str]] = {
     "owner_id": "ownerId",
     "workspace_id": "coderWorkspaceId",
@@ -247,8 +249,8 @@ def coder_session_key(chat_id: str) -> str:
     return f"coder:{chat_id}"
 
 
-def coder_to_ingest(req: CoderRequest) -> IngestFields:
-    """Map a verified Coder request to the §6.3 ingest fields (unknown types kept as-is)."""
+def coder_to_event(req: CoderRequest) -> LifecycleEvent:
+    """Map a verified Coder request to a LifecycleEvent (unknown types kept as-is)."""
     event = EVENT_NAMES.get(req.type, req.type)
     data = dict(req.data)
     tool_error = data.pop("tool_error", None)
@@ -260,42 +262,38 @@ def coder_to_ingest(req: CoderRequest) -> IngestFields:
     for key, value in req.meta.items():
         if key not in _META_FIELDS and value is not None:
             detail.setdefault(_META_DETAIL.get(key) or to_camel(key), value)
-    fields: dict[str, Any] = {
-        "event": event,
-        "eventId": req.dispatch_id,
-        "agent": AGENT,
-        "agentSessionId": req.chat_id,
+    return LifecycleEvent(
+        event,
+        event_id=req.dispatch_id,
+        turn_id=req.turn_id or None,
+        agent=AGENT,
+        agent_session_id=req.chat_id,
+        detail=detail,
         **mapped,
-        "detail": detail,
-    }
-    if req.turn_id:
-        fields["turnId"] = req.turn_id
-    return cast(IngestFields, fields)
+    )
 
 
-def decision_to_coder(coder_type: str, decision: Mapping[str, Any]) -> dict[str, Any]:
+def decision_to_coder(coder_type: str, decision: Decision) -> dict[str, Any]:
     """Map a combined decision to Coder's answer; `permission` only on mutable events."""
     answer: dict[str, Any] = {}
-    outcome = decision.get("outcome", "pass")
+    outcome = decision.outcome
     if coder_type in MUTABLE_TYPES and outcome != "pass":
         answer.update(_permission_answer(coder_type, outcome, decision))
-    context = decision.get("additionalContext")
+    context = decision.additional_context
     if isinstance(context, str) and context:
         answer["model_context"] = _truncate_utf8(context, MODEL_CONTEXT_MAX_BYTES)
     return answer
 
 
-def _permission_answer(
-    coder_type: str, outcome: object, decision: Mapping[str, Any]
-) -> dict[str, Any]:
+def _permission_answer(coder_type: str, outcome: object, decision: Decision) -> dict[str, Any]:
     """Build the allow-with-override or deny part of an answer to a mutable event."""
-    replacement = decision.get("replacement")
+    replacement = decision.replacement
     if outcome == "modify" and coder_type == "user_prompt_submit" and isinstance(replacement, str):
         return {"permission": {"decision": "allow", "input_override": {"prompt": replacement}}}
     if outcome == "modify" and coder_type == "pre_tool_use" and isinstance(replacement, dict):
         return {"permission": {"decision": "allow", "input_override": replacement}}
     # deny, or anything this event cannot carry out as asked: the safe side is deny.
-    reason = decision.get("reason")
+    reason = decision.reason
     reason = reason if isinstance(reason, str) and reason else DENY_REASON
     return {"permission": {"decision": "deny", "reason": reason}, "user_message": reason}
 
@@ -311,7 +309,7 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
 def timeout_answer(coder_type: str) -> dict[str, Any]:
     """Answer for a dispatch not decided within half of Coder's timeout."""
     if coder_type in MUTABLE_TYPES:
-        return decision_to_coder(coder_type, {"outcome": "deny", "reason": TIMEOUT_REASON})
+        return decision_to_coder(coder_type, Decision("deny", TIMEOUT_REASON))
     return {}
 
 

@@ -29,9 +29,11 @@ def create_session(
     body: SessionCreate, services: ServicesDep, actor: ActorDep, response: Response
 ) -> dict[str, Any]:
     """Create a session in a workspace; its SessionStart hook is dispatched and recorded."""
-    recorded, started = services.gateway.open_session(body.workspaceId, body.title, actor)
-    committed(services, response, started.position or recorded.position)
-    return read_session(services, recorded.aggregate_id)
+    session_id, position, started = services.ingest.open_session(
+        body.workspaceId, body.title, actor
+    )
+    committed(services, response, started.position or position)
+    return read_session(services, session_id)
 
 
 @router.get("")

@@ -14,10 +14,11 @@ from api.adapters.claude_code import (
     GATE_EVENTS,
     NORMALISED_EVENTS,
     ClaudePayloadError,
-    claude_payload_to_ingest,
+    claude_payload_to_event,
     decision_to_claude,
     to_camel,
 )
+from tests.adapters.event_fields import decision_of, wire_fields
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
 
@@ -159,14 +160,14 @@ def test_real_payload_maps_to_ingest_fields(name: str) -> None:
     payload = load_payload(name)
     expected = EXPECTED[name]
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     assert fields["event"] == payload["hook_event_name"] == name.rsplit("-", 1)[0]
     assert fields["event"] in NORMALISED_EVENTS
     assert fields["agent"] == AGENT
     assert fields["agentSessionId"] == payload["session_id"]
     for key, value in expected.get("fields", {}).items():
-        assert fields[key] == value, key  # type: ignore[literal-required]
+        assert fields[key] == value, key
     for key in expected.get("present", []):
         assert key in fields, key
     for key in expected.get("absent", []):
@@ -185,7 +186,7 @@ def test_real_payload_maps_to_ingest_fields(name: str) -> None:
 def test_real_payload_loses_no_field(name: str) -> None:
     payload = load_payload(name)
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     carried = sum(1 for key in fields if key not in {"event", "agent", "detail", "eventId"})
     assert carried + len(fields["detail"]) == len(payload) - 1  # minus hook_event_name
@@ -194,7 +195,7 @@ def test_real_payload_loses_no_field(name: str) -> None:
 def test_transcript_path_and_tool_response_are_kept_verbatim() -> None:
     payload = load_payload("PostToolUse-1.json")
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     assert fields["detail"]["transcriptPath"] == payload["transcript_path"]
     # Nested keys are data, not field names: they are never camelCased.
@@ -207,9 +208,9 @@ def test_transcript_path_and_tool_response_are_kept_verbatim() -> None:
 
 
 def test_tool_event_ids_are_distinct_per_event_and_shared_by_redeliveries() -> None:
-    pre = claude_payload_to_ingest(load_payload("PreToolUse-1.json"))
-    post = claude_payload_to_ingest(load_payload("PostToolUse-1.json"))
-    again = claude_payload_to_ingest(load_payload("PreToolUse-1.json"))
+    pre = claude_fields(load_payload("PreToolUse-1.json"))
+    post = claude_fields(load_payload("PostToolUse-1.json"))
+    again = claude_fields(load_payload("PreToolUse-1.json"))
 
     assert pre["toolCallId"] == post["toolCallId"]
     assert pre["eventId"] != post["eventId"]
@@ -224,7 +225,7 @@ def test_subagent_fields_map_to_subagent_id_and_detail() -> None:
         "agent_type": "Explore",
     }
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     assert fields["subagentId"] == "agent-abc123"
     assert fields["detail"] == {"agentType": "Explore"}
@@ -239,7 +240,7 @@ def test_notification_type_goes_to_detail() -> None:
         "notification_type": "permission_prompt",
     }
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     assert fields["detail"] == {
         "message": "Claude needs your permission to use Bash",
@@ -256,7 +257,7 @@ def test_unknown_event_and_unknown_fields_are_kept() -> None:
         "brand_new_field": {"nested_key": 1},
     }
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     assert fields["event"] == "PermissionRequest"
     assert fields["toolName"] == "Bash"
@@ -277,7 +278,7 @@ def test_wrong_types_stay_out_of_typed_fields_but_are_kept_in_detail() -> None:
         "model": 3.5,
     }
 
-    fields = claude_payload_to_ingest(payload)
+    fields = claude_fields(payload)
 
     assert set(fields) == {"event", "agent", "detail"}
     assert fields["detail"] == {
@@ -293,13 +294,13 @@ def test_wrong_types_stay_out_of_typed_fields_but_are_kept_in_detail() -> None:
 def test_first_spelling_wins_when_snake_and_camel_collide() -> None:
     payload = {"hook_event_name": "Stop", "stop_hook_active": True, "stopHookActive": False}
 
-    assert claude_payload_to_ingest(payload)["detail"] == {"stopHookActive": True}
+    assert claude_fields(payload)["detail"] == {"stopHookActive": True}
 
 
 @pytest.mark.parametrize("body", [None, [], "Stop", 3, [{"hook_event_name": "Stop"}]])
 def test_non_object_body_is_rejected(body: object) -> None:
     with pytest.raises(ClaudePayloadError, match="JSON object"):
-        claude_payload_to_ingest(body)
+        claude_fields(body)
 
 
 @pytest.mark.parametrize("name", [None, "", 7, ["Stop"]])
@@ -309,7 +310,7 @@ def test_missing_or_unusable_event_name_is_rejected(name: object) -> None:
         payload["hook_event_name"] = name
 
     with pytest.raises(ClaudePayloadError, match="hook_event_name") as caught:
-        claude_payload_to_ingest(payload)
+        claude_fields(payload)
     assert isinstance(caught.value, ValueError)
 
 
@@ -350,7 +351,7 @@ def test_any_object_with_an_event_name_maps_without_error() -> None:
         payload = {key: _random_json(rng) for key in rng.sample(keys, rng.randint(0, len(keys)))}
         payload["hook_event_name"] = rng.choice([*NORMALISED_EVENTS, "Future"])
 
-        fields = claude_payload_to_ingest(payload)
+        fields = claude_fields(payload)
 
         assert fields["event"] == payload["hook_event_name"]
         assert len(fields) - 3 + len(fields["detail"]) - ("eventId" in fields) == len(payload) - 1
@@ -566,7 +567,7 @@ DECISIONS: list[tuple[str, dict[str, Any], dict[str, Any], str | None]] = [
 def test_decision_maps_to_claude_answer(
     event: str, decision: dict[str, Any], answer: dict[str, Any], note: str | None
 ) -> None:
-    got_answer, got_note = decision_to_claude(event, decision)
+    got_answer, got_note = claude_answer(event, decision)
 
     assert got_answer == answer
     if note is None:
@@ -576,7 +577,7 @@ def test_decision_maps_to_claude_answer(
 
 
 def test_prompt_rewrite_blocks_with_the_replacement_and_says_so() -> None:
-    answer, note = decision_to_claude(
+    answer, note = claude_answer(
         "UserPromptSubmit",
         {"outcome": "modify", "reason": "secrets removed", "replacement": "deploy to staging"},
     )
@@ -592,9 +593,7 @@ def test_prompt_rewrite_blocks_with_the_replacement_and_says_so() -> None:
 
 
 def test_prompt_rewrite_without_reason_still_explains_itself() -> None:
-    answer, note = decision_to_claude(
-        "UserPromptSubmit", {"outcome": "modify", "replacement": "p2"}
-    )
+    answer, note = claude_answer("UserPromptSubmit", {"outcome": "modify", "replacement": "p2"})
 
     assert answer == {
         "decision": "block",
@@ -606,7 +605,7 @@ def test_prompt_rewrite_without_reason_still_explains_itself() -> None:
 
 @pytest.mark.parametrize("outcome", ["deny", "modify"])
 def test_subagent_start_gate_stops_claude_because_it_cannot_block(outcome: str) -> None:
-    answer, note = decision_to_claude(
+    answer, note = claude_answer(
         "SubagentStart", {"outcome": outcome, "reason": "no explorers", "replacement": "be careful"}
     )
 
@@ -617,21 +616,30 @@ def test_subagent_start_gate_stops_claude_because_it_cannot_block(outcome: str) 
 
 
 def test_unknown_outcome_is_treated_as_deny_on_a_gate() -> None:
-    answer, note = decision_to_claude("UserPromptSubmit", {"outcome": "maybe"})
+    answer, note = claude_answer("UserPromptSubmit", {"outcome": "maybe"})
 
     assert answer == {"decision": "block", "reason": "Blocked by Tachograph policy."}
     assert note is not None and "unknown outcome 'maybe'" in note
 
 
 def test_non_text_reason_is_serialised() -> None:
-    answer, _ = decision_to_claude("UserPromptSubmit", {"outcome": "deny", "reason": {"code": 7}})
+    answer, _ = claude_answer("UserPromptSubmit", {"outcome": "deny", "reason": {"code": 7}})
 
     assert answer == {"decision": "block", "reason": '{"code": 7}'}
 
 
 @pytest.mark.parametrize("event", sorted(GATE_EVENTS))
 def test_every_gate_can_express_a_deny(event: str) -> None:
-    answer, _ = decision_to_claude(event, {"outcome": "deny", "reason": "r"})
+    answer, _ = claude_answer(event, {"outcome": "deny", "reason": "r"})
 
     assert answer  # a non-empty answer is what stops the action
     assert json.loads(json.dumps(answer)) == answer
+
+
+def claude_fields(payload: object) -> dict[str, Any]:
+    """The adapter's LifecycleEvent, seen under its §6.3 field names (absent: left out)."""
+    return wire_fields(claude_payload_to_event(payload))
+
+
+def claude_answer(event: str, wire: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    return decision_to_claude(event, decision_of(wire))

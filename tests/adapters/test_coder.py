@@ -16,12 +16,13 @@ from api.adapters.coder import (
     CoderAuthError,
     CoderRequest,
     coder_session_key,
-    coder_to_ingest,
+    coder_to_event,
     decision_to_coder,
     sign_coder_response,
     timeout_answer,
     verify_coder_request,
 )
+from tests.adapters.event_fields import decision_of, wire_fields
 
 SECRET = "s" * 32
 AUDIENCE = "https://tacho.example.com/hooks/coder"
@@ -337,7 +338,7 @@ def test_auth_error_carries_a_stable_reason_and_a_message() -> None:
 
 def ingest_of(type_: str, data: dict[str, Any], **meta: Any) -> dict[str, Any]:
     body = make_body(type_, data, **meta)
-    return dict(coder_to_ingest(verify(bearer(make_claims(body)), body)))
+    return wire_fields(coder_to_event(verify(bearer(make_claims(body)), body)))
 
 
 def test_pre_tool_use_maps_to_tool_fields() -> None:
@@ -477,13 +478,13 @@ def test_session_key() -> None:
 def test_decision_maps_to_coder_answer(
     coder_type: str, decision: dict[str, Any], answer: dict[str, Any]
 ) -> None:
-    assert decision_to_coder(coder_type, decision) == answer
+    assert coder_answer(coder_type, decision) == answer
 
 
 def test_model_context_is_capped_at_16_kib_on_a_character_boundary() -> None:
     context = "a" + "é" * MODEL_CONTEXT_MAX_BYTES  # 2 bytes each: the cut lands mid-character
 
-    answer = decision_to_coder("pre_tool_use", {"outcome": "pass", "additionalContext": context})
+    answer = coder_answer("pre_tool_use", {"outcome": "pass", "additionalContext": context})
 
     cut = answer["model_context"].encode("utf-8")
     assert len(cut) <= MODEL_CONTEXT_MAX_BYTES
@@ -494,7 +495,7 @@ def test_model_context_is_capped_at_16_kib_on_a_character_boundary() -> None:
 def test_model_context_at_the_cap_is_kept_whole() -> None:
     context = "x" * MODEL_CONTEXT_MAX_BYTES
 
-    answer = decision_to_coder("stop", {"outcome": "pass", "additionalContext": context})
+    answer = coder_answer("stop", {"outcome": "pass", "additionalContext": context})
 
     assert answer == {"model_context": context}
 
@@ -554,3 +555,7 @@ def test_response_signature_is_fresh_by_default() -> None:
 
     claims = jwt.decode(token, SECRET, algorithms=["HS256"], audience=AUDIENCE)
     assert 0 < claims["exp"] - claims["iat"] <= 60
+
+
+def coder_answer(event: str, wire: dict[str, Any]) -> dict[str, Any]:
+    return decision_to_coder(event, decision_of(wire))

@@ -13,17 +13,17 @@ from domain.hook_config import HookHandler
 from domain.hook_dispatch import (
     CONTEXT_CAP,
     DEFAULT_REDACTED_TOOLS,
-    DispatchRequest,
+    Decision,
+    Dispatch,
     HandlerDecision,
     HandlerFailure,
+    HandlerRequest,
     HandlerRun,
-    TransportReply,
-    build_request_body,
     match_key,
-    parse_handler_response,
     redact_tool_input,
-    run_dispatch,
 )
+from infra.hook_wire import TransportReply, ask, build_request_body, parse_handler_response
+from ingest.service import run_handlers
 
 Reply = TransportReply | Callable[[bytes], TransportReply]
 
@@ -75,10 +75,22 @@ def hook(hook_id: str, event: str = "PreToolUse", mode: str = "closed") -> HookH
     )
 
 
-def request(event: str = "PreToolUse", **detail: Any) -> DispatchRequest:
-    """A dispatch request; PreToolUse gets a tool by default."""
+# §6.2 detail keys the request carries as fields of its own.
+_OWN = {
+    "toolInput": "tool_input",
+    "toolResponse": "tool_response",
+    "prompt": "prompt",
+    "lastAssistantMessage": "last_assistant_message",
+    "subagentId": "subagent_id",
+}
+
+
+def request(event: str = "PreToolUse", **detail: Any) -> HandlerRequest:
+    """A handler request, its detail written as §6.2 sends it; tool events get a tool."""
     tool = event in {"PreToolUse", "PostToolUse", "PostToolUseFailure"}
-    return DispatchRequest(
+    detail = detail or ({"toolInput": {"command": "ls"}} if tool else {})
+    own = {_OWN[key]: detail.pop(key) for key in list(detail) if key in _OWN}
+    return HandlerRequest(
         event_id="evt-1",
         event=event,
         session_id="sess-1",
@@ -88,8 +100,25 @@ def request(event: str = "PreToolUse", **detail: Any) -> DispatchRequest:
         agent="claude-code",
         model=None,
         timestamp="2025-01-02T03:04:05Z",
-        detail=detail or ({"toolInput": {"command": "ls"}} if tool else {}),
+        detail=detail,
+        **own,
     )
+
+
+def run_dispatch(
+    req: HandlerRequest,
+    handlers: list[HookHandler],
+    transport: Any,
+    *,
+    stop_continues_so_far: int = 0,
+) -> Decision:
+    """The ingest service's handler loop over the wire, against a scripted transport."""
+    dispatch = Dispatch(req, stop_continues_so_far=stop_continues_so_far)
+    return run_handlers(dispatch, handlers, lambda h, r: ask(transport, h, r))
+
+
+def key_of(req: HandlerRequest) -> str | None:
+    return match_key(req.event, req.tool_name, req.subagent_id)
 
 
 # --- request body ------------------------------------------------------------------------
@@ -126,12 +155,12 @@ def test_request_body_is_compact_and_omits_absent_optionals() -> None:
 
 
 def test_request_body_keeps_turn_id_null_and_utf8() -> None:
-    req = DispatchRequest(
+    req = HandlerRequest(
         event_id="e",
         event="UserPromptSubmit",
         session_id="s",
         timestamp="t",
-        detail={"prompt": "é"},
+        prompt="é",
     )
     body = build_request_body(req)
     assert "é".encode() in body
@@ -332,7 +361,7 @@ def test_no_handlers_is_pass() -> None:
         None,
         None,
     )
-    assert result.runs == []
+    assert result.runs == ()
 
 
 def test_all_pass_runs_every_handler_in_order() -> None:
@@ -341,7 +370,7 @@ def test_all_pass_runs_every_handler_in_order() -> None:
     assert result.outcome == "pass"
     assert result.reason is None
     assert transport.sent_ids() == ["a", "b"]
-    assert result.runs == [
+    assert list(result.runs) == [
         HandlerRun("a", "pass", None, None, 3),
         HandlerRun("b", "pass", None, "fine", 3),
     ]
@@ -565,11 +594,11 @@ def test_stop_closed_failure_denies() -> None:
 
 
 def test_match_key_per_event() -> None:
-    assert match_key(request("PreToolUse")) == "Bash"
-    assert match_key(request("PostToolUseFailure")) == "Bash"
-    assert match_key(request("SubagentStart", subagentId="agent-1", prompt="p")) == "agent-1"
-    assert match_key(request("SubagentStop", subagentId=7)) is None
-    assert match_key(request("Stop")) is None
+    assert key_of(request("PreToolUse")) == "Bash"
+    assert key_of(request("PostToolUseFailure")) == "Bash"
+    assert key_of(request("SubagentStart", subagentId="agent-1", prompt="p")) == "agent-1"
+    assert key_of(request("SubagentStop", subagentId=7)) is None
+    assert key_of(request("Stop")) is None
 
 
 def test_redact_tool_input() -> None:

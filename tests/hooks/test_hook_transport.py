@@ -16,8 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from domain.hook_config import HookHandler
-from domain.hook_dispatch import HandlerDecision, parse_handler_response
+from domain.hook_dispatch import HandlerDecision
 from infra.hook_transport import HttpxHookTransport, sign
+from infra.hook_wire import parse_handler_response
 
 NOW = 1_700_000_000.0
 SECRET = "s3cret-value"

@@ -26,15 +26,9 @@ from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
+from ingest.ports import Deliver, Done
 
 log = logging.getLogger(__name__)
-
-# Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
-Deliver = Callable[[Callable[[], None]], object]
-# Told the outcome of one aggregate's append: its last log position, or the error.
-Done = Callable[[int | BaseException], None]
-# `GroupCommitter.enqueue`: one aggregate's new events in, `done` called once durable.
-Submit = Callable[[UUID, list[DomainEventProtocol[UUID]], Done, Deliver | None], None]
 
 
 class _Pending:
@@ -79,13 +73,18 @@ class GroupCommitter:
 
     def record(self, aggregate: Aggregate) -> int:
         """Append the aggregate's pending events; return its last log position."""
+        return self.record_events(aggregate.id, list(aggregate.collect_events()))
+
+    def record_events(self, aggregate_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
+        """Append events (of `aggregate_id` and any others, atomically); return the
+        last log position of `aggregate_id`'s events. Blocks until durable."""
         if self._closed:
             raise RuntimeError("group committer is closed")
         if not self._committing.acquire(blocking=False):
-            return self.submit(aggregate).result()
+            return self.submit_events(aggregate_id, events).result()
         appended: Future[int] = Future()
         try:
-            pending = _Pending(aggregate.id, list(aggregate.collect_events()), _resolver(appended))
+            pending = _Pending(aggregate_id, events, _resolver(appended))
             queued = self._drain(self.max_batch - 1)
             if queued and queued[-1] is None:
                 self._queue.put(queued.pop())  # the writer's stop marker: hand it back

@@ -1,0 +1,258 @@
+"""The hook routes' one implementation: parse, call HookIngest, render the answer once.
+
+`POST /api/sessions/{id}/events` and Claude Code's `POST /hooks/claude` are answered
+here, whether FastAPI routed the request (api/routes/hooks.py, api/routes/adapters.py)
+or the hook fast path did (api/ingest_fast_path.py). Bad input raises ApiError or
+RequestValidationError before anything is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from functools import partial
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from api.adapters.claude_code import (
+    ClaudePayloadError,
+    claude_payload_to_event,
+    decision_to_claude,
+    to_camel,
+)
+from api.auth import authorize_session_in_loop, bound_session, bound_workspace
+from api.errors import ApiError
+from api.input_limits import TEXT_CHECKED, TextProblem, loads_checked, plainly_clean
+from api.schemas import LifecycleEventBody
+from bootstrap import Services
+from domain.hook_dispatch import ToolPolicy
+from domain.lifecycle import InvalidEvent, LifecycleEvent, agent_session_uuid, check_event
+from domain.workspace import DEFAULT_WORKSPACE
+from infra.logs import bind_log_context
+from ingest.ports import Render
+from ingest.service import HookIngest, Ingested
+from services.credentials import Principal
+from services.tool_policy import tool_policy_for
+
+EVENTS_ROUTE = "/api/sessions/{session_id}/events"
+CLAUDE_ROUTE = "/hooks/claude"
+
+
+# --- answering ------------------------------------------------------------------------
+
+
+async def ingest_in_loop(
+    ingest: HookIngest,
+    session_id: UUID,
+    ev: LifecycleEvent,
+    *,
+    actor: str,
+    policy: ToolPolicy | None = None,
+    render: Render | None = None,
+    create_in: str | None = None,
+) -> Ingested:
+    """The service's answer without occupying a worker thread when nothing blocks.
+
+    A known session and no matching handlers: the event joins the group commit and
+    the loop wakes once per committed batch. Anything else (handlers to run, a session
+    to look up or create, a retried eventId) runs `ingest` in the thread pool.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[Ingested] = loop.create_future()
+    loop_thread = threading.get_ident()
+
+    def reply(outcome: Ingested | IntegrityError) -> None:
+        if threading.get_ident() != loop_thread:
+            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(reply, outcome)
+            return
+        if waiter.done():
+            return  # the request was cancelled (client gone)
+        if isinstance(outcome, IntegrityError):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+
+    started = ingest.start(
+        session_id,
+        ev,
+        actor=actor,
+        reply=reply,
+        deliver=loop.call_soon_threadsafe,
+        render=render,
+        policy=policy,
+    )
+    if started:
+        try:
+            return await waiter
+        except IntegrityError:
+            pass  # a retried eventId: the blocking path answers with the stored decision
+    return await run_in_threadpool(
+        partial(
+            ingest.ingest,
+            session_id,
+            ev,
+            actor=actor,
+            render=render,
+            policy=policy,
+            create_in=create_in,
+        )
+    )
+
+
+def json_answer(content: object, ingested: Ingested | None) -> Response:
+    """A hook's JSON answer with its position headers (SPEC §6.3).
+
+    The answer goes out once the decision is durable: `x-tachograph-position`, and no
+    wait for read models. A decision that could not be recorded still stands, but is
+    not acknowledged: `x-tachograph-recorded: false`, so the client may retry.
+    """
+    body = json.dumps(
+        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode()
+    headers: dict[str, str] = {}
+    if ingested is not None:
+        if ingested.position is not None:
+            headers["x-tachograph-position"] = str(ingested.position)
+        if not ingested.recorded:
+            headers["x-tachograph-recorded"] = "false"
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def decision_body(ingested: Ingested) -> dict[str, Any]:
+    """The generic route's answer (SPEC §6.3): absent optional fields are left out."""
+    decision = ingested.decision
+    body: dict[str, Any] = {"outcome": decision.outcome}
+    if decision.reason is not None:
+        body["reason"] = decision.reason
+    if decision.additional_context is not None:
+        body["additionalContext"] = decision.additional_context
+    if decision.replacement is not None:
+        body["replacement"] = decision.replacement
+    body["dispatchId"] = str(ingested.dispatch_id)
+    return body
+
+
+# --- POST /api/sessions/{id}/events ---------------------------------------------------
+
+
+def parse_event_body(raw: bytes) -> LifecycleEvent:
+    """The generic body as a LifecycleEvent; 400 for bad JSON, 422 naming a bad field."""
+    try:
+        payload = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
+    # The model's text checks walk the whole body; a glance at the bytes can prove
+    # most bodies clean, so that walk runs only when it could find something.
+    context = {TEXT_CHECKED: True} if plainly_clean(raw) else None
+    try:
+        return LifecycleEventBody.model_validate(payload, context=context).to_event()
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from None
+
+
+async def answer_events(
+    services: Services, principal: Principal, session_id: UUID, raw: bytes
+) -> Response:
+    """Record a lifecycle event and answer with the combined hook decision."""
+    ev = parse_event_body(raw)
+    await authorize_session_in_loop(principal, session_id, services.session_workspace, EVENTS_ROUTE)
+    bind_log_context(session_id=session_id)
+    ingested = await ingest_in_loop(
+        services.ingest, session_id, ev, actor=principal.actor, policy=tool_policy_for(principal)
+    )
+    return json_answer(decision_body(ingested), ingested)
+
+
+# --- POST /hooks/claude -----------------------------------------------------------------
+
+
+def parse_claude_body(raw: bytes, explicit_session: str | None) -> tuple[UUID, LifecycleEvent]:
+    """A Claude Code hook body, and its x-tachograph-session-id, as session and event.
+
+    400 for a body that is not JSON, 422 for anything else wrong.
+    """
+    try:
+        # A glance at the bytes proves most bodies clean; only the others are walked.
+        payload = json.loads(raw) if plainly_clean(raw) else loads_checked(raw)
+    except TextProblem as exc:
+        raise ApiError(422, "validation_error", f"{exc}.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
+    try:
+        ev = checked(claude_payload_to_event(payload))
+    except ClaudePayloadError as exc:
+        raise ApiError(422, "invalid_hook_payload", f"{exc}.") from None
+    return claude_session_id(explicit_session, ev), ev
+
+
+def checked(ev: LifecycleEvent) -> LifecycleEvent:
+    """An adapter's event within SPEC §6.3's limits, else a 422 naming the field as §6.3
+    names it."""
+    try:
+        return check_event(ev)
+    except InvalidEvent as exc:
+        field = to_camel(exc.field)
+        raise ApiError(422, "validation_error", f"{field}: {exc.problem}.") from None
+
+
+def claude_session_id(explicit: str | None, ev: LifecycleEvent) -> UUID:
+    """The session of a Claude Code hook: the x-tachograph-session-id header, else its own."""
+    if explicit is not None:
+        try:
+            return UUID(explicit)
+        except ValueError:
+            raise ApiError(
+                422, "validation_error", "x-tachograph-session-id must be a UUID."
+            ) from None
+    if not ev.agent_session_id:
+        raise ApiError(
+            422,
+            "validation_error",
+            "session_id is missing: send it in the body or x-tachograph-session-id.",
+        )
+    return agent_session_uuid(f"{ev.agent}:{ev.agent_session_id}")
+
+
+def hook_header(value: str | None) -> str | None:
+    """A header as the Claude route reads it: empty or blank is absent.
+
+    Claude Code sends an empty header when an allowed env var is unset.
+    """
+    return (value or "").strip() or None
+
+
+async def answer_claude(
+    services: Services,
+    principal: Principal,
+    header: Callable[[str], str | None],
+    raw: bytes,
+) -> Response:
+    """Claude Code's native HTTP hook (and the command hook's server side)."""
+    explicit = bound_session(principal, hook_header(header("x-tachograph-session-id")))
+    session_id, ev = parse_claude_body(raw, explicit)
+    workspace = (
+        bound_workspace(principal, hook_header(header("x-tachograph-workspace")), CLAUDE_ROUTE)
+        or DEFAULT_WORKSPACE
+    )
+    await authorize_session_in_loop(principal, session_id, services.session_workspace, CLAUDE_ROUTE)
+    bind_log_context(session_id=session_id)
+    ingested = await ingest_in_loop(
+        services.ingest,
+        session_id,
+        ev,
+        actor=principal.actor,
+        policy=tool_policy_for(principal),
+        render=decision_to_claude,
+        create_in=workspace,
+    )
+    return json_answer(ingested.answer, ingested)

@@ -1,0 +1,95 @@
+"""The ingest service's ports over the event-sourced application and the group commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, DomainEventProtocol
+from eventsourcing.persistence import IntegrityError
+
+from domain.application import Tachograph
+from domain.errors import NotFound
+from domain.hook_dispatch_record import HookDispatch
+from domain.session import Session
+from ingest.group_commit import GroupCommitter
+from ingest.ports import Deliver, Done
+
+
+class AppSessions:
+    """Sessions in the log; `visible` answers from a read model first (no log read)."""
+
+    def __init__(self, app: Tachograph, visible: Callable[[UUID], bool]) -> None:
+        self.app = app
+        self._visible = visible
+
+    def exists(self, session_id: UUID) -> bool:
+        if self._visible(session_id):
+            return True
+        try:
+            self.app.get_session(session_id)
+        except NotFound:
+            return False
+        return True
+
+    def require(self, session_id: UUID, *, from_log: bool = False) -> None:
+        if from_log or not self._visible(session_id):
+            self.app.get_session(session_id)  # falls back to the log; raises NotFound
+
+    def load(self, session_id: UUID) -> Session | None:
+        try:
+            session: Aggregate = self.app.repository.get(session_id)
+        except Exception:  # noqa: BLE001 - AggregateNotFoundError, or the store is down
+            return None
+        return session if isinstance(session, Session) else None
+
+    def create(
+        self, session_id: UUID, workspace: str, agent: str | None, agent_session_id: str | None
+    ) -> None:
+        with suppress(IntegrityError):  # another request created it first
+            self.app.create_session(
+                workspace,
+                None,
+                "system",
+                agent=agent,
+                agent_session_id=agent_session_id,
+                session_id=session_id,
+            )
+
+    def open(self, workspace: str, title: str | None, actor: str) -> tuple[UUID, int | None]:
+        recorded = self.app.create_session(workspace, title, actor)
+        return recorded.aggregate_id, recorded.position
+
+    def delete(self, session_id: UUID, actor: str) -> int | None:
+        return self.app.delete_session(session_id, actor).position
+
+
+class CommittedDispatches:
+    """Dispatches appended through the group commit, read back from the log."""
+
+    def __init__(self, app: Tachograph, committer: GroupCommitter) -> None:
+        self.app = app
+        self.committer = committer
+
+    def record(self, dispatch_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
+        return self.committer.record_events(dispatch_id, events)
+
+    def enqueue(
+        self,
+        dispatch_id: UUID,
+        events: list[DomainEventProtocol[UUID]],
+        done: Done,
+        deliver: Deliver | None,
+    ) -> None:
+        self.committer.enqueue(dispatch_id, events, done, deliver)
+
+    def stored(self, dispatch_id: UUID) -> HookDispatch | None:
+        try:
+            stored: Aggregate = self.app.repository.get(dispatch_id)
+        except Exception:  # noqa: BLE001 - AggregateNotFoundError, or the store is down
+            return None
+        return stored if isinstance(stored, HookDispatch) else None
+
+    def head(self) -> int | None:
+        return self.app.recorder.max_notification_id()

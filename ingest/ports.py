@@ -1,0 +1,80 @@
+"""What the ingest service needs from the rest of the system, by name.
+
+The composition root (bootstrap.py) plugs in the implementations: ingest/app_ports.py
+over the event store and the group committer, infra/hook_wire.py over the HTTP
+transport, the metrics module for the observer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from eventsourcing.domain import DomainEventProtocol
+
+from domain.hook_config import HookHandler
+from domain.hook_dispatch import Decision, HandlerReply, HandlerRequest
+from domain.hook_dispatch_record import HookDispatch
+from domain.session import Session
+
+# Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
+Deliver = Callable[[Callable[[], None]], object]
+# Told the outcome of an append: the last log position of its aggregate, or the error.
+Done = Callable[[int | BaseException], None]
+# Asks one managed handler; never raises (a failure is a HandlerFailure reply).
+AskHandler = Callable[[HookHandler, HandlerRequest], HandlerReply]
+# The current time, for the handler requests' timestamps.
+Clock = Callable[[], datetime]
+# Told every decision (metrics per event and handler); must not raise.
+DispatchObserver = Callable[[str, Decision], None]
+# A runtime's answer for a decision on one of its events, and an audit note saying how
+# the decision had to be degraded to be expressed (None when it was not).
+Render = Callable[[str, Decision], tuple[Any, str | None]]
+
+
+class SessionPort(Protocol):
+    """Sessions as hook ingestion sees them."""
+
+    def exists(self, session_id: UUID) -> bool:
+        """Whether the session is live (read model first, then the log)."""
+
+    def require(self, session_id: UUID, *, from_log: bool = False) -> None:
+        """Raise NotFound unless the session is live (`from_log`: never ask a read model)."""
+
+    def load(self, session_id: UUID) -> Session | None:
+        """The session aggregate from the log, None when there is none."""
+
+    def create(
+        self, session_id: UUID, workspace: str, agent: str | None, agent_session_id: str | None
+    ) -> None:
+        """Create an agent's session (a concurrent create of the same id is fine)."""
+
+    def open(self, workspace: str, title: str | None, actor: str) -> tuple[UUID, int | None]:
+        """Create a session with a new id; its id and log position."""
+
+    def delete(self, session_id: UUID, actor: str) -> int | None:
+        """Delete a live session (NotFound otherwise); its log position."""
+
+
+class DispatchLog(Protocol):
+    """Where dispatches are recorded, durably, and found again."""
+
+    def record(self, dispatch_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
+        """Append atomically, block until durable; the dispatch's log position."""
+
+    def enqueue(
+        self,
+        dispatch_id: UUID,
+        events: list[DomainEventProtocol[UUID]],
+        done: Done,
+        deliver: Deliver | None,
+    ) -> None:
+        """Append without blocking; `done` gets the position once durable (see Deliver)."""
+
+    def stored(self, dispatch_id: UUID) -> HookDispatch | None:
+        """The dispatch recorded under this id, if any (None also when unreachable)."""
+
+    def head(self) -> int | None:
+        """The log's latest position."""

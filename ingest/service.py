@@ -1,0 +1,384 @@
+"""HookIngest: one lifecycle event in, its decision out, recorded as one HookDispatch.
+
+Every route that takes hooks (the generic events route, Claude Code over HTTP and
+its command hook, Coder) and the task runtime call this service, with the event
+already mapped by their adapter (domain/lifecycle.py). The decision itself is the
+domain's pure `decide`; this service does the I/O around it, through its ports.
+
+Two ways in, one set of rules:
+- `ingest` blocks (a thread pool's thread): session rules, handlers, the record.
+- `start` never blocks (an event loop): only for a session this process knows and an
+  event no handler matches, which is nearly every hook. It queues the record on the
+  group commit and replies once durable. False means "use `ingest`".
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import IntegrityError
+
+from domain.hook_config import HookConfig, HookHandler
+from domain.hook_dispatch import (
+    PASS,
+    Decision,
+    Dispatch,
+    HandlerCall,
+    HandlerReply,
+    HandlerRequest,
+    Outcome,
+    ToolPolicy,
+    decide,
+    match_key,
+    redact_tool_input,
+)
+from domain.hook_dispatch_record import creation_event, dispatch_id_for
+from domain.lifecycle import LifecycleEvent
+from domain.session import Session
+from ingest.known_sessions import KnownSessions
+from ingest.ports import (
+    AskHandler,
+    Clock,
+    Deliver,
+    DispatchLog,
+    DispatchObserver,
+    Render,
+    SessionPort,
+)
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 80
+SUMMARY_CHARS = 500
+# A Stop `continue` is recorded on the session too; a concurrent change of the session
+# (a rename) makes that append conflict, and the count is then re-read and retried.
+_CONTINUE_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested:
+    """The decision on one event, its answer for the runtime, and whether it is durable."""
+
+    dispatch_id: UUID
+    decision: Decision
+    # The decision in the asking runtime's format (None without a renderer).
+    answer: Any
+    position: int | None
+    recorded: bool
+    duplicate: bool = False
+
+    def at(self, position: int) -> Ingested:
+        """This decision, durably recorded at `position` (no dataclasses.replace: this
+        runs once per event on the event loop)."""
+        return Ingested(self.dispatch_id, self.decision, self.answer, position, True)
+
+
+def _no_observer(event: str, decision: Decision) -> None:
+    return None
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class HookIngest:
+    """Runs the managed hook policy on lifecycle events and records each outcome."""
+
+    def __init__(
+        self,
+        *,
+        config: HookConfig,
+        redacted_tools: frozenset[str],
+        sessions: SessionPort,
+        dispatches: DispatchLog,
+        ask: AskHandler,
+        known: KnownSessions | None = None,
+        clock: Clock = _utc_now,
+        observe: DispatchObserver = _no_observer,
+    ) -> None:
+        self.config = config
+        self.redacted_tools = redacted_tools
+        self._sessions = sessions
+        self._dispatches = dispatches
+        self._ask = ask
+        self.known = known if known is not None else KnownSessions()
+        self._clock = clock
+        self._observe = observe
+
+    # --- sessions ---------------------------------------------------------------------
+
+    def require_session(self, session_id: UUID) -> None:
+        """Raise NotFound unless the session exists and is live."""
+        if session_id in self.known:
+            return
+        self._sessions.require(session_id)
+        self.known.add(session_id)
+
+    def ensure_session(self, session_id: UUID, workspace: str, ev: LifecycleEvent) -> None:
+        """Create an agent's session on its first event (a concurrent create is fine)."""
+        if session_id in self.known or self._sessions.exists(session_id):
+            return
+        self._sessions.create(session_id, workspace, ev.agent, ev.agent_session_id)
+
+    def open_session(
+        self, workspace: str, title: str | None, actor: str
+    ) -> tuple[UUID, int | None, Ingested]:
+        """Create a session, then dispatch its SessionStart."""
+        session_id, position = self._sessions.open(workspace, title, actor)
+        started = self.ingest(
+            session_id, LifecycleEvent("SessionStart", detail={"source": "api"}), actor=actor
+        )
+        return session_id, position, started
+
+    def close_session(self, session_id: UUID, actor: str) -> int | None:
+        """Dispatch SessionEnd first, then delete the session (SPEC §5)."""
+        self._sessions.require(session_id, from_log=True)  # another replica may have deleted it
+        ended = LifecycleEvent("SessionEnd", detail={"reason": "deleted"})
+        self.ingest(session_id, ended, actor=actor)
+        self.known.forget(session_id)
+        return self._sessions.delete(session_id, actor)
+
+    # --- events -----------------------------------------------------------------------
+
+    def ingest(
+        self,
+        session_id: UUID,
+        ev: LifecycleEvent,
+        *,
+        actor: str,
+        render: Render | None = None,
+        policy: ToolPolicy | None = None,
+        create_in: str | None = None,
+    ) -> Ingested:
+        """Apply the session rule, decide, record durably, return the decision.
+
+        `create_in`: the workspace to create an agent's session in on its first event;
+        None when the session must exist already (NotFound otherwise).
+        """
+        if create_in is None:
+            self.require_session(session_id)
+        else:
+            self.ensure_session(session_id, create_in, ev)
+        dispatch_id = dispatch_id_for(ev.event_id)
+        handlers = self._handlers_for(ev)
+        if ev.event_id and handlers:
+            # Don't re-run handlers for a retried event: answer with the stored decision.
+            stored = self._stored(dispatch_id, ev, render)
+            if stored is not None:
+                return stored
+        session = self._sessions.load(session_id) if ev.event == "Stop" and handlers else None
+        continues = session.stop_continues(ev.turn_id) if session is not None else 0
+        decision = self._decide(session_id, ev, dispatch_id, handlers, policy, continues)
+        answer, note = render(ev.event, decision) if render is not None else (None, None)
+        created = creation_event(**self._record(session_id, ev, dispatch_id, decision, note, actor))
+        try:
+            position = self._append(session_id, ev, dispatch_id, decision, created, session)
+        except IntegrityError:
+            stored = self._stored(dispatch_id, ev, render)
+            if stored is not None:
+                return stored
+            raise
+        except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
+            log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
+            return Ingested(dispatch_id, decision, answer, None, False)
+        self.known.add(session_id)
+        return Ingested(dispatch_id, decision, answer, position, True)
+
+    def start(
+        self,
+        session_id: UUID,
+        ev: LifecycleEvent,
+        *,
+        actor: str,
+        reply: Any,
+        deliver: Deliver | None = None,
+        render: Render | None = None,
+        policy: ToolPolicy | None = None,
+    ) -> bool:
+        """Begin an ingest that needs no blocking I/O; False when it needs `ingest`.
+
+        `reply` gets the Ingested once durable (through `deliver` when given), or an
+        IntegrityError for a retried eventId, which `ingest` answers from the log.
+        """
+        if session_id not in self.known or self._handlers_for(ev):
+            return False
+        dispatch_id = dispatch_id_for(ev.event_id)
+        decision = self._decide(session_id, ev, dispatch_id, [], policy, 0)
+        answer, note = render(ev.event, decision) if render is not None else (None, None)
+        fields = self._record(session_id, ev, dispatch_id, decision, note, actor)
+        decided = Ingested(dispatch_id, decision, answer, None, False)
+
+        def settle(outcome: int | BaseException) -> None:
+            if isinstance(outcome, int):
+                reply(decided.at(outcome))
+            elif isinstance(outcome, IntegrityError):
+                reply(outcome)
+            else:
+                log.error("hook dispatch could not be recorded: %s", outcome)
+                reply(decided)
+
+        self._dispatches.enqueue(dispatch_id, [creation_event(**fields)], settle, deliver)
+        return True
+
+    # --- the parts --------------------------------------------------------------------
+
+    def _handlers_for(self, ev: LifecycleEvent) -> list[HookHandler]:
+        return self.config.handlers_for(ev.event, match_key(ev.event, ev.tool_name, ev.subagent_id))
+
+    def _decide(
+        self,
+        session_id: UUID,
+        ev: LifecycleEvent,
+        dispatch_id: UUID,
+        handlers: list[HookHandler],
+        policy: ToolPolicy | None,
+        continues: int,
+    ) -> Decision:
+        if not handlers and (policy is None or ev.event != "PreToolUse"):
+            decision = PASS
+        else:
+            dispatch = Dispatch(
+                request=self._request(session_id, ev, dispatch_id),
+                policy=policy,
+                policy_input=ev.tool_input,
+                cwd=_working_directory(ev) if policy is not None else None,
+                stop_continues_so_far=continues,
+            )
+            decision = run_handlers(dispatch, handlers, self._ask)
+        try:
+            self._observe(ev.event, decision)
+        except Exception:  # noqa: BLE001 - observation never changes a decision
+            log.exception("dispatch observer failed")
+        return decision
+
+    def _request(self, session_id: UUID, ev: LifecycleEvent, dispatch_id: UUID) -> HandlerRequest:
+        return HandlerRequest(
+            event_id=ev.event_id or str(dispatch_id),
+            event=ev.event,
+            session_id=str(session_id),
+            turn_id=ev.turn_id,
+            tool_call_id=ev.tool_call_id,
+            tool_name=ev.tool_name,
+            agent=ev.agent,
+            model=ev.model,
+            timestamp=self._clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            tool_input=redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools),
+            tool_response=redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools),
+            prompt=ev.prompt,
+            last_assistant_message=ev.last_assistant_message,
+            subagent_id=ev.subagent_id,
+            detail=ev.detail,
+        )
+
+    @staticmethod
+    def _record(
+        session_id: UUID,
+        ev: LifecycleEvent,
+        dispatch_id: UUID,
+        decision: Decision,
+        note: str | None,
+        actor: str,
+    ) -> dict[str, Any]:
+        """The fields of the HookDispatch that records this decision."""
+        return {
+            "dispatch_id": dispatch_id,
+            "session_id": session_id,
+            "event_name": ev.event,
+            "event_id": ev.event_id,
+            "turn_id": ev.turn_id,
+            "agent": ev.agent,
+            "agent_session_id": ev.agent_session_id,
+            "tool_name": ev.tool_name,
+            "tool_call_id": ev.tool_call_id,
+            "subagent_id": ev.subagent_id,
+            "outcome": decision.outcome,
+            "reason": decision.reason,
+            "additional_context": decision.additional_context,
+            "replacement": decision.replacement,
+            "runs": [run.record() for run in decision.runs],
+            "title_hint": first_line(ev.prompt, TITLE_CHARS)
+            if ev.event == "UserPromptSubmit"
+            else None,
+            "summary_hint": (ev.last_assistant_message or "")[:SUMMARY_CHARS] or None
+            if ev.event == "Stop"
+            else None,
+            "note": note,
+            "actor": actor,
+        }
+
+    def _append(
+        self,
+        session_id: UUID,
+        ev: LifecycleEvent,
+        dispatch_id: UUID,
+        decision: Decision,
+        created: DomainEventProtocol[UUID],
+        session: Session | None,
+    ) -> int:
+        """Record the dispatch; an honoured Stop `continue` is counted on its session in
+        the same transaction, so the per-turn cap never waits for a read model."""
+        if session is None or decision.outcome != "continue":
+            return self._dispatches.record(dispatch_id, [created])
+        for attempt in range(_CONTINUE_RETRIES):
+            session.stop_continued(ev.turn_id, dispatch_id)
+            try:
+                return self._dispatches.record(dispatch_id, [created, *session.collect_events()])
+            except IntegrityError:
+                if self._dispatches.stored(dispatch_id) is not None or attempt == 2:
+                    raise
+                reloaded = self._sessions.load(session_id)
+                if reloaded is None:
+                    raise
+                session = reloaded
+        raise AssertionError("unreachable")
+
+    def _stored(
+        self, dispatch_id: UUID, ev: LifecycleEvent, render: Render | None
+    ) -> Ingested | None:
+        stored = self._dispatches.stored(dispatch_id)
+        if stored is None:
+            return None
+        decision = Decision(
+            stored_outcome(stored.outcome),
+            stored.reason,
+            stored.additional_context,
+            stored.replacement,
+        )
+        answer = render(ev.event, decision)[0] if render is not None else None
+        return Ingested(
+            dispatch_id, decision, answer, self._dispatches.head(), True, duplicate=True
+        )
+
+
+def run_handlers(dispatch: Dispatch, handlers: list[HookHandler], ask: AskHandler) -> Decision:
+    """Ask each handler the domain names, in turn, until it has decided."""
+    replies: list[HandlerReply] = []
+    step = decide(dispatch, handlers, replies)
+    while isinstance(step, HandlerCall):
+        replies.append(ask(step.handler, step.request))
+        step = decide(dispatch, handlers, replies)
+    return step
+
+
+def stored_outcome(outcome: str) -> Outcome:
+    """A recorded outcome; anything else (never written) reads as the safe side, deny."""
+    return outcome if outcome in ("pass", "deny", "modify", "continue") else "deny"  # type: ignore[return-value]
+
+
+def _working_directory(ev: LifecycleEvent) -> str | None:
+    """The `cwd` a runtime reported with the call (Claude Code does), when absolute:
+    relative paths in the call are judged from there, not from the clone's root."""
+    cwd = ev.detail.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd.startswith("/") else None
+
+
+def first_line(text: str | None, limit: int) -> str | None:
+    if not text:
+        return None
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return line[:limit] or None
