@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict
 from domain.ids import stable_id
 
@@ -58,3 +58,6 @@ class ApiKey(TachographAggregate):
     @event("Revoked", topic="ApiKey.Revoked")
     def _revoked(self, actor: str, reason: str | None) -> None:
         self.revoked = True
+
+
+declare_event_versions(ApiKey, Created=1, Revoked=1)

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict
 from domain.ids import stable_id
 
@@ -79,3 +79,6 @@ class AutonomyGate(TachographAggregate):
         self.task_id = None
         self.workspace = None
         self.acquired_at = None
+
+
+declare_event_versions(AutonomyGate, Created=1, PolicyChanged=1, Acquired=1, Released=1)

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import RuleViolation
 from domain.ids import stable_id
 
@@ -52,3 +52,6 @@ class AutonomySettings(TachographAggregate):
         for name, value in changes.items():
             setattr(self, name, value)
         self.updated_by = actor
+
+
+declare_event_versions(AutonomySettings, Created=1, Changed=1)

@@ -11,7 +11,7 @@ from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.ids import stable_id
 
 RETENTION = timedelta(days=30)
@@ -52,3 +52,6 @@ def prune_hook_audit(app: Tachograph, now: datetime, min_interval: timedelta) ->
         return app.record(retention)
     except IntegrityError:
         return None  # another replica pruned at the same moment
+
+
+declare_event_versions(HookAuditRetention, Created=1, Applied=1)

@@ -8,7 +8,7 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol, event
 from eventsourcing.utils import get_topic
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.ids import random_id, stable_id
 
 
@@ -83,8 +83,8 @@ def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
     ]
 
 
-HookDispatch.Created.class_version = 2  # type: ignore[attr-defined]
 HookDispatch.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
+declare_event_versions(HookDispatch, Created=2)
 
 _AGGREGATE_TOPIC = get_topic(HookDispatch)
 

@@ -14,7 +14,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict, NotFound, RuleViolation
 from domain.ids import stable_id
 
@@ -231,3 +231,6 @@ class LearnedTarget(TachographAggregate):
     @event("HandedBack", topic="LearnedTarget.HandedBack")
     def _handed_back(self, actor: str) -> None:
         self.evolution_managed = True
+
+
+declare_event_versions(LearnedTarget, Created=1, Revised=1, UserEdited=1, HandedBack=1)

@@ -8,7 +8,7 @@ from uuid import UUID, uuid4
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict, NotFound
 from domain.ids import stable_id
 
@@ -145,3 +145,6 @@ class Schedule(TachographAggregate):
     def _guard_live(self, requested: str) -> None:
         if self.deleted:
             raise NotFound(f"Schedule {self.id} was deleted; it cannot be {requested}.")
+
+
+declare_event_versions(Schedule, Created=1, Updated=1, Paused=1, Resumed=1, Fired=1, Deleted=1)

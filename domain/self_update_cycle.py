@@ -18,7 +18,7 @@ from eventsourcing.domain import event
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import InvalidState
 from domain.ids import stable_id
 
@@ -174,5 +174,7 @@ def _upcast_phase_v1_v2(state: dict[str, Any]) -> None:
     state["evidence"] = {_CAMEL_JOINT.sub(r"_\1", k).lower(): v for k, v in evidence.items()}
 
 
-SelfUpdateCycle.PhaseRecorded.class_version = 2  # type: ignore[attr-defined]
 SelfUpdateCycle.PhaseRecorded.upcast_v1_v2 = staticmethod(_upcast_phase_v1_v2)  # type: ignore[attr-defined]
+
+
+declare_event_versions(SelfUpdateCycle, Created=1, PhaseRecorded=2, ReviewDecided=1, Discarded=1)

@@ -7,7 +7,7 @@ from uuid import UUID, uuid4
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import NotFound, RevisionConflict
 
 
@@ -118,3 +118,15 @@ class Session(TachographAggregate):
         if self.deleted:
             # A deleted session is gone for every client: same answer as never existing.
             raise NotFound(f"Session {self.id} was deleted; it cannot be {requested}.")
+
+
+declare_event_versions(
+    Session,
+    Created=1,
+    StopContinued=1,
+    Renamed=1,
+    Archived=1,
+    Restored=1,
+    MessagesSaved=1,
+    Deleted=1,
+)

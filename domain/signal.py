@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict, InvalidState
 from domain.ids import stable_id
 
@@ -211,3 +211,15 @@ class Signal(TachographAggregate):
                 f"Signal {self.id} is {self.status} at attempt {self.attempts}; "
                 f"attempt {attempt} cannot become {requested}."
             )
+
+
+declare_event_versions(
+    Signal,
+    Created=1,
+    Claimed=1,
+    Completed=1,
+    RetryScheduled=1,
+    DeadLettered=1,
+    Ignored=1,
+    Retried=1,
+)

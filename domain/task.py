@@ -8,7 +8,7 @@ from uuid import UUID, uuid4
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict, InvalidState, NotFound, RuleViolation
 from domain.ids import stable_id
 from domain.task_policy import (
@@ -295,3 +295,21 @@ class Task(TachographAggregate):
                 f"Task {self.id} is {self.status} at attempt {self.attempt_count}; "
                 f"attempt {attempt} cannot become {requested}."
             )
+
+
+declare_event_versions(
+    Task,
+    Created=1,
+    Claimed=1,
+    Completed=1,
+    Failed=1,
+    RetryScheduled=1,
+    DeadLettered=1,
+    Requeued=1,
+    RemediationLinked=1,
+    CancelRequested=1,
+    Cancelled=1,
+    Interrupted=1,
+    Resolved=1,
+    Deleted=1,
+)

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.ids import stable_id
 from domain.task_policy import bound_record, iso_utc
 
@@ -63,3 +63,6 @@ class Transcript(TachographAggregate):
     def _appended(self, task_id: str, attempt: int, records: list[dict[str, Any]]) -> None:
         self.count += len(records)
         self.tail = (self.tail + records)[-TAIL:]
+
+
+declare_event_versions(Transcript, Created=1, Appended=1)

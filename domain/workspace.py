@@ -7,7 +7,7 @@ from uuid import UUID
 
 from eventsourcing.domain import event
 
-from domain.base import TachographAggregate
+from domain.base import TachographAggregate, declare_event_versions
 from domain.ids import workspace_id
 
 DEFAULT_WORKSPACE = "default"
@@ -36,3 +36,6 @@ class Workspace(TachographAggregate):
     @event("SelfUpdateChanged", topic="Workspace.SelfUpdateChanged")
     def _self_update_changed(self, self_update: bool, actor: str) -> None:
         self.self_update = self_update
+
+
+declare_event_versions(Workspace, Created=1, SelfUpdateChanged=1)
