@@ -8,7 +8,9 @@ commands, `bench` the benchmarks, `hook_client` what an agent runtime spawns per
 from __future__ import annotations
 
 import ast
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,3 +137,15 @@ def test_checker_detects_a_forbidden_import(tmp_path: Path) -> None:
     sample.write_text("from api.app import create_app\nimport httpx\nimport json\n")
     assert imported_roots(sample) == {"api", "httpx", "json"}
     assert imports(sample) == {"api.app", "httpx", "json"}
+
+
+def test_every_package_is_installed_type_checked_and_shipped() -> None:
+    """A package the installed `tachograph` cannot import fails only outside the repo."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = FIRST_PARTY - {"bootstrap"}
+    found = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert {p.rstrip("*") for p in found} == packages
+    assert config["tool"]["setuptools"]["py-modules"] == ["bootstrap"]
+    assert set(config["tool"]["mypy"]["packages"]) == packages
+    copied = re.findall(r"^COPY (\S+) ", (ROOT / "infra/deploy/Dockerfile").read_text(), re.M)
+    assert packages | {"bootstrap.py"} <= set(copied)
