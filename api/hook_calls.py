@@ -27,13 +27,13 @@ from api.adapters.claude_code import (
     ClaudePayloadError,
     claude_payload_to_event,
     decision_to_claude,
-    to_camel,
 )
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
 from api.input_limits import TEXT_CHECKED, TextProblem, loads_checked, plainly_clean
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
+from domain.casing import to_camel
 from domain.hook_dispatch import ToolPolicy
 from domain.lifecycle import InvalidEvent, LifecycleEvent, agent_session_uuid, check_event
 from domain.workspace import DEFAULT_WORKSPACE

@@ -9,7 +9,6 @@ from the `Task` stream so the task board never loads a patch.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from uuid import UUID
 
@@ -19,6 +18,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
 from domain.base import TachographAggregate, declare_event_versions
+from domain.casing import to_snake
 from domain.errors import InvalidState
 from domain.ids import stable_id
 
@@ -166,12 +166,11 @@ class CycleRecorder:
 
 # Version 2 stores evidence keys in snake_case; version 1 (earlier releases) used the
 # wire's camelCase (`reviewBy`, `removedRef`, ...). Upcast when read; the log's bytes stay.
-_CAMEL_JOINT = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
 def _upcast_phase_v1_v2(state: dict[str, Any]) -> None:
     evidence = state.get("evidence") or {}
-    state["evidence"] = {_CAMEL_JOINT.sub(r"_\1", k).lower(): v for k, v in evidence.items()}
+    state["evidence"] = {to_snake(k): v for k, v in evidence.items()}
 
 
 SelfUpdateCycle.PhaseRecorded.upcast_v1_v2 = staticmethod(_upcast_phase_v1_v2)  # type: ignore[attr-defined]

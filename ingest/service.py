@@ -25,6 +25,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
+    OUTCOMES,
     PASS,
     Decision,
     Dispatch,
@@ -324,18 +325,17 @@ class HookIngest:
         the same transaction, so the per-turn cap never waits for a read model."""
         if session is None or decision.outcome != "continue":
             return self._dispatches.record(dispatch_id, [created])
-        for attempt in range(_CONTINUE_RETRIES):
+        for _ in range(_CONTINUE_RETRIES - 1):
             session.stop_continued(ev.turn_id, dispatch_id)
             try:
                 return self._dispatches.record(dispatch_id, [created, *session.collect_events()])
             except IntegrityError:
-                if self._dispatches.stored(dispatch_id) is not None or attempt == 2:
-                    raise
                 reloaded = self._sessions.load(session_id)
-                if reloaded is None:
+                if self._dispatches.stored(dispatch_id) is not None or reloaded is None:
                     raise
                 session = reloaded
-        raise AssertionError("unreachable")
+        session.stop_continued(ev.turn_id, dispatch_id)
+        return self._dispatches.record(dispatch_id, [created, *session.collect_events()])
 
     def _stored(
         self, dispatch_id: UUID, ev: LifecycleEvent, render: Render | None
@@ -367,7 +367,7 @@ def run_handlers(dispatch: Dispatch, handlers: list[HookHandler], ask: AskHandle
 
 def stored_outcome(outcome: str) -> Outcome:
     """A recorded outcome; anything else (never written) reads as the safe side, deny."""
-    return outcome if outcome in ("pass", "deny", "modify", "continue") else "deny"  # type: ignore[return-value]
+    return outcome if outcome in OUTCOMES else "deny"  # type: ignore[return-value]
 
 
 def _working_directory(ev: LifecycleEvent) -> str | None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from domain.casing import to_camel
 from projections.base import Envelope, Projection, handles
 from projections.store import Cursor, ReadStore
 
@@ -114,9 +114,6 @@ def cycle_outcome_counts(store: ReadStore) -> dict[str, int]:
     return counts
 
 
-_SNAKE_JOINT = re.compile(r"_([a-z0-9])")
-
-
 def _camel_keys(evidence: dict[str, Any]) -> dict[str, Any]:
     """Evidence as the API shows it: the log keeps snake_case, the wire camelCase."""
-    return {_SNAKE_JOINT.sub(lambda m: m.group(1).upper(), k): v for k, v in evidence.items()}
+    return {to_camel(k): v for k, v in evidence.items()}

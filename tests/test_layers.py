@@ -55,6 +55,7 @@ DOMAIN_THIRD_PARTY = {"eventsourcing", "pydantic"}
 # What the command hook may load besides the stdlib; each of them stdlib-only in turn.
 HOOK_CLIENT_MODULES = {
     "api.adapters.claude_code",
+    "domain.casing",
     "domain.hook_dispatch",
     "domain.hook_config",
     "domain.lifecycle",

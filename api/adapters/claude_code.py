@@ -8,10 +8,10 @@ import fastapi, httpx, pydantic or eventsourcing.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from domain.casing import to_camel
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 
@@ -79,16 +79,9 @@ _MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
     "model": ("model", str),
 }
 
-_SNAKE_JOINT: Final = re.compile(r"(?<=[A-Za-z0-9])_([A-Za-z0-9])")
-
 
 class ClaudePayloadError(ValueError):
     """The request body is not a Claude Code hook payload (not an object, no event name)."""
-
-
-def to_camel(name: str) -> str:
-    """Return a snake_case field name in camelCase (other names unchanged)."""
-    return _SNAKE_JOINT.sub(lambda m: m.group(1).upper(), name)
 
 
 def split_fields(

@@ -12,7 +12,8 @@ from typing import Any, Final
 
 import jwt
 
-from api.adapters.claude_code import DENY_REASON, split_fields, to_camel
+from api.adapters.claude_code import DENY_REASON, split_fields
+from domain.casing import to_camel
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from api.adapters.claude_code import to_camel
+from domain.casing import to_camel
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 

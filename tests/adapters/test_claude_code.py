@@ -16,8 +16,8 @@ from api.adapters.claude_code import (
     ClaudePayloadError,
     claude_payload_to_event,
     decision_to_claude,
-    to_camel,
 )
+from domain.casing import to_camel
 from tests.adapters.event_fields import decision_of, wire_fields
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
