@@ -24,6 +24,7 @@ from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.hook_wire import ask
 from infra.pool_check import ping_when_stale
+from infra.pool_reconnect import steady_reconnects
 from infra.settings import Settings
 from ingest.app_ports import AppSessions, CommittedDispatches
 from ingest.group_commit import GroupCommitter
@@ -143,6 +144,7 @@ def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
         breaker=breaker,
         check=ping_when_stale,
     )
+    steady_reconnects(store.pool)
     return store
 
 

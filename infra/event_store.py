@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg_pool.base import AttemptWithBackoff
 
 from domain.application import Tachograph
 from infra.pool_check import ping_when_stale
+from infra.pool_reconnect import steady_reconnects
 from infra.settings import Settings
 
 # Any constant works; it only has to be the same in every process sharing the database.
@@ -69,26 +69,12 @@ def schema_lock(settings: Settings) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
 
 
-def steady_pool_reconnects() -> None:
-    """Make psycopg pools retry a lost connection every ~1 s instead of backing off.
-
-    psycopg_pool doubles the delay after each failed reconnect (1, 2, 4, 8, ... s, for
-    up to five minutes), so after a ten-second outage a pool could stay empty for half a
-    minute more while the database was already back. The breaker in front of the
-    recorder already stops requests from piling up, so a steady retry costs little.
-    The library has no setting for it. Patching one pool's reconnect step instead of
-    the class left recovery after an outage slower in one of three full runs
-    (tests/test_database_outage.py), so the class attribute stays, set from here only.
-    """
-    AttemptWithBackoff.DELAY_BACKOFF = 1.0
-
-
 def open_application(settings: Settings) -> Tachograph:
     """Construct the Application, creating its tables idempotently."""
     if settings.database_url is None:
         return Tachograph(env=application_env(settings))
-    steady_pool_reconnects()
     app = Tachograph(env=application_env(settings))
+    steady_reconnects(app.recorder.datastore.pool)  # type: ignore[attr-defined]
     # POSTGRES_PRE_PING installs psycopg_pool's ping-every-checkout; the library offers
     # no other check, so it is swapped on the pool it built (see infra/pool_check.py).
     app.recorder.datastore.pool._check = ping_when_stale  # type: ignore[attr-defined]
