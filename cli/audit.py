@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from domain.application import Tachograph
 from infra.log_scan import count_events, log_head
+from infra.log_wire import verify_report_wire
 from infra.settings import Settings
 from projections.base import Projection
 from projections.log_checkpoints import attach_signing_key
@@ -112,7 +113,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if as_json:
-        out.write(json.dumps(report.as_dict(), indent=2) + "\n")
+        out.write(json.dumps(verify_report_wire(report), indent=2) + "\n")
     elif report.chain_break is None:
         out.write(
             f"OK: {report.events} events verified through position {report.head_position} "

@@ -99,39 +99,3 @@ class Checkpoint:
             return "other_key"
         expected = hmac.new(key.encode(), self.message(), hashlib.sha256).hexdigest()
         return "valid" if hmac.compare_digest(expected, self.signature) else "invalid"
-
-    def as_dict(self) -> dict[str, object]:
-        """Wire and file shape (camelCase)."""
-        return {
-            "seq": self.seq,
-            "position": self.position,
-            "link": self.link,
-            "kind": self.kind,
-            "keyId": self.key_id,
-            "signature": self.signature,
-            "recordedAt": self.recorded_at,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, object]) -> Checkpoint:
-        """Parse the wire/file shape; raises ValueError on anything malformed."""
-        try:
-            seq, position, link = raw["seq"], raw["position"], raw["link"]
-            if not (isinstance(seq, int) and isinstance(position, int) and isinstance(link, str)):
-                raise ValueError("seq and position must be integers, link a string")
-            bytes.fromhex(link)
-            return cls(
-                seq=seq,
-                position=position,
-                link=link,
-                kind=str(raw.get("kind") or PERIODIC),
-                key_id=_opt_str(raw.get("keyId")),
-                signature=_opt_str(raw.get("signature")),
-                recorded_at=_opt_str(raw.get("recordedAt")),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"malformed checkpoint {raw!r}: {exc}") from None
-
-
-def _opt_str(value: object) -> str | None:
-    return None if value is None else str(value)

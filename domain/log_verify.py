@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from domain.log_chain import CHECKPOINT_INTERVAL, GENESIS, Checkpoint, chain_link
 
@@ -61,14 +61,6 @@ class ChainBreak:
     message: str
     seq: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "position": self.position,
-            "kind": self.kind,
-            "seq": self.seq,
-            "message": self.message,
-        }
-
 
 @dataclass
 class VerifyReport:
@@ -89,24 +81,6 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return self.chain_break is None
-
-    def as_dict(self) -> dict[str, Any]:
-        """Wire shape (camelCase)."""
-        return {
-            "ok": self.ok,
-            "source": self.source,
-            "events": self.events,
-            "head": {"position": self.head_position, "link": self.head_link},
-            "chainedThrough": self.chained_through,
-            "checkpoints": {
-                "total": self.checkpoints,
-                "checked": self.checkpoints_checked,
-                "signed": self.signed,
-                "unsigned": self.unsigned,
-            },
-            "break": self.chain_break.as_dict() if self.chain_break else None,
-            "warnings": self.warnings,
-        }
 
 
 def verify_chain(

@@ -13,9 +13,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.cron import CronTrigger
 
-from domain.hook_config import HookConfig, HookConfigError, parse_hook_config
-from domain.reflection import ReflectorConfigError, parse_reflector_config
+from domain.hook_config import HookConfig
 from infra.cpu_affinity import ALL, AUTO, allowed_cpus
+from infra.hook_config_parser import HookConfigError, parse_hook_config
+from infra.reflector import ReflectorConfigError, parse_reflector_config
 
 
 class SettingsError(ValueError):

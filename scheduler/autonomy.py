@@ -16,12 +16,12 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
 from domain.autonomy_service import AutonomyService
-from domain.reflection import Reflector, parse_reflector_config
+from domain.reflection import Reflector
 from domain.self_update_service import ReconcileResult, SelfUpdatePlan, SelfUpdateService
 from domain.signal_service import SignalService
 from domain.task_service import utcnow
 from infra.hook_wire import HookTransport
-from infra.reflector import build_reflector
+from infra.reflector import build_reflector, parse_reflector_config
 from infra.settings import Settings
 from projections.learned import list_targets
 from projections.runner import ProjectionRunner

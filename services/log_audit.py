@@ -14,6 +14,7 @@ from domain.application import Tachograph
 from domain.log_chain import Checkpoint, signing_key_id
 from domain.log_verify import VerifyReport, verify_chain
 from infra.log_scan import count_events, log_head, scan_events, stored_position
+from infra.log_wire import checkpoint_from_wire, checkpoint_wire
 from projections.log_checkpoints import (
     all_checkpoints,
     chained_seq,
@@ -72,7 +73,7 @@ def checkpoints_document(store: ReadStore, key: str | None) -> dict[str, Any]:
         "format": CHECKPOINTS_FORMAT,
         "exportedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "signingKeyId": signing_key_id(key) if key else None,
-        "checkpoints": [c.as_dict() for c in all_checkpoints(store)],
+        "checkpoints": [checkpoint_wire(c) for c in all_checkpoints(store)],
     }
 
 
@@ -87,4 +88,4 @@ def load_checkpoints(path: Path) -> list[Checkpoint]:
     items = doc.get("checkpoints")
     if not isinstance(items, list):
         raise ValueError(f"{path}: 'checkpoints' must be a list")
-    return [Checkpoint.from_dict(item) for item in items]
+    return [checkpoint_from_wire(item) for item in items]

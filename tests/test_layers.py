@@ -133,6 +133,43 @@ def test_the_hook_client_imports_the_stdlib_and_one_stdlib_only_module() -> None
     assert offenders == {}
 
 
+# Wire casing stays at the edge (issue: one inbound shape). The only camelCase strings the
+# domain may hold are values that are not keys of ours: runtime tool names, and the keys
+# version 1 events stored, which the upcaster renames.
+CAMEL_CASE = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+")
+DOMAIN_CAMEL_CASE_ALLOWED = {
+    "hook_dispatch.py": {"storeSecret", "recallSecret", "updateSecret"},
+    "hook_dispatch_record.py": {"handlerId", "durationMs", "continueCapped"},
+}
+
+
+def camel_case_strings(path: Path) -> set[str]:
+    """String literals of `path` that are camelCase identifiers (docstrings aside)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and CAMEL_CASE.fullmatch(node.value)
+    }
+
+
+def test_domain_holds_no_wire_casing() -> None:
+    offenders = {}
+    for path in sources("domain"):
+        found = camel_case_strings(path) - DOMAIN_CAMEL_CASE_ALLOWED.get(path.name, set())
+        if found:
+            offenders[path.name] = sorted(found)
+    assert offenders == {}
+
+
+def test_casing_checker_finds_a_camel_case_key(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""Takes timeoutMs."""\nKEYS = {"timeoutMs": 1, "timeout_ms": 2, "Stop": 3}\n')
+    assert camel_case_strings(sample) == {"timeoutMs"}
+
+
 def test_checker_detects_a_forbidden_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from api.app import create_app\nimport httpx\nimport json\n")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from api.deps import ServicesDep
 from api.input_limits import MAX_POSITION
 from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
+from infra.log_wire import checkpoint_wire, verify_report_wire
 from projections.log_checkpoints import list_checkpoints
 from services.log_audit import verify_log
 
@@ -24,7 +25,7 @@ def checkpoints(
     """Hash-chain checkpoints (every 1,000 events and at shutdown), newest first."""
     key = services.settings.log_signing_key
     items = [
-        {**c.as_dict(), "signatureState": c.signature_state(key)}
+        {**checkpoint_wire(c), "signatureState": c.signature_state(key)}
         for c in list_checkpoints(services.store, limit, before_seq)
     ]
     return {
@@ -38,4 +39,4 @@ def checkpoints(
 def verify(services: ServicesDep) -> dict[str, Any]:
     """Recompute the hash chain over the stored log; `ok` false names the first break."""
     report = verify_log(services.app, services.store, services.settings.log_signing_key)
-    return report.as_dict()
+    return verify_report_wire(report)

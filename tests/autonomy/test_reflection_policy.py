@@ -13,12 +13,10 @@ from domain.reflection import (
     Decision,
     ReflectionFailed,
     ReflectorConfig,
-    ReflectorConfigError,
     RulesReflector,
     SignalEvidence,
-    parse_reflector_answer,
-    parse_reflector_config,
 )
+from infra.reflector import ReflectorConfigError, parse_reflector_answer, parse_reflector_config
 
 
 def signal(**fields: str | None) -> SignalEvidence:

@@ -12,10 +12,9 @@ from domain.hook_config import (
     GATE_EVENTS,
     OBSERVATIONAL_EVENTS,
     HookConfig,
-    HookConfigError,
     HookHandler,
-    parse_hook_config,
 )
+from infra.hook_config_parser import HookConfigError, parse_hook_config
 
 ALLOWED = frozenset({"hooks.example.com", "policy.example.org"})
 
