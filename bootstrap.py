@@ -17,6 +17,7 @@ from eventsourcing.persistence import Recording
 
 from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
+from domain.dispatch_facts import RECORD_FULL
 from domain.ids import forget_buffered_ids
 from domain.key_service import KeyService
 from domain.session import Session
@@ -181,6 +182,7 @@ def build_services(settings: Settings) -> Services:
     ingest = HookIngest(
         config=settings.hooks,
         redacted_tools=settings.redacted_tools,
+        record_facts=settings.record == RECORD_FULL,
         sessions=AppSessions(app, lambda sid: session_exists(store, str(sid))),
         dispatches=CommittedDispatches(app, committer),
         ask=partial(ask, transport),

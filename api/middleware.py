@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 1024 * 1024
+# A hook must not fail because a tool read a big file: the routes that take hooks accept
+# up to 16 MiB, and what is recorded of the call stays bounded (domain/dispatch_facts.py).
+HOOK_BODY_MAX_BYTES = 16 * 1024 * 1024
+HOOK_PATHS = re.compile(r"^/hooks/(?:claude|coder)$|^/api/sessions/[^/]+/events$")
 
 
 async def send_error(send: Send, status: int, code: str, message: str, **extra: object) -> None:
@@ -26,20 +31,28 @@ async def send_error(send: Send, status: int, code: str, message: str, **extra: 
 
 
 class BodyLimitMiddleware:
-    """Reject bodies over 1 MiB with 413, by header or while streaming."""
+    """Reject bodies over 1 MiB (16 MiB on hook routes) with 413, by header or while
+    streaming."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = MAX_BODY_BYTES,
+        hook_max_bytes: int = HOOK_BODY_MAX_BYTES,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.hook_max_bytes = hook_max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self.hook_max_bytes if HOOK_PATHS.match(scope["path"]) else self.max_bytes
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await send_error(send, 413, "payload_too_large", self._message())
+        if length is not None and length.isdigit() and int(length) > cap:
+            await send_error(send, 413, "payload_too_large", _message(cap))
             return
         # Read the body up front (at most the cap plus one chunk) so an oversized
         # chunked upload is refused before any route sees a byte of it.
@@ -52,8 +65,8 @@ class BodyLimitMiddleware:
                 return
             chunk = message.get("body", b"")
             received += len(chunk)
-            if received > self.max_bytes:
-                await send_error(send, 413, "payload_too_large", self._message())
+            if received > cap:
+                await send_error(send, 413, "payload_too_large", _message(cap))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -61,8 +74,9 @@ class BodyLimitMiddleware:
         whole: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         await self.app(scope, replaying(whole, receive), send)
 
-    def _message(self) -> str:
-        return f"The request body exceeds {self.max_bytes // 1024} KiB; send less."
+
+def _message(cap: int) -> str:
+    return f"The request body exceeds {cap // 1024} KiB; send less."
 
 
 def replaying(first: Message, receive: Receive) -> Receive:

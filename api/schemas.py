@@ -68,6 +68,12 @@ class LifecycleEventBody(Strict):
     lastAssistantMessage: str | None = None
     subagentId: ShortText | None = None
     model: ShortText | None = None
+    cwd: str | None = None
+    permissionMode: str | None = None
+    agentType: str | None = None
+    durationMs: Annotated[int, Field(ge=0)] | None = None
+    error: str | None = None
+    isInterrupt: StrictBool | None = None
     detail: dict[str, Any] | None = None
 
     def to_event(self) -> LifecycleEvent:
@@ -86,8 +92,20 @@ class LifecycleEventBody(Strict):
             last_assistant_message=self.lastAssistantMessage,
             subagent_id=self.subagentId,
             model=self.model,
+            cwd=self.cwd if self.cwd is not None else _text(self.detail, "cwd"),
+            permission_mode=self.permissionMode,
+            agent_type=self.agentType,
+            duration_ms=self.durationMs,
+            error=self.error,
+            is_interrupt=self.isInterrupt,
             detail=self.detail or {},
         )
+
+
+def _text(detail: dict[str, Any] | None, key: str) -> str | None:
+    """A string member of `detail` (clients sent `cwd` there before it had a field)."""
+    value = (detail or {}).get(key)
+    return value if isinstance(value, str) else None
 
 
 TaskPrompt = Annotated[str, Field(min_length=1, max_length=256 * 1024)]

@@ -59,6 +59,12 @@ class HandlerRequest:
     prompt: str | None = None
     last_assistant_message: str | None = None
     subagent_id: str | None = None
+    cwd: str | None = None
+    permission_mode: str | None = None
+    agent_type: str | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+    is_interrupt: bool | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 

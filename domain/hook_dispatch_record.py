@@ -53,6 +53,7 @@ class HookDispatch(TachographAggregate):
         summary_hint: str | None,
         note: str | None,
         actor: str,
+        facts: dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
         self.event_name = event_name
@@ -65,6 +66,7 @@ class HookDispatch(TachographAggregate):
         self.replacement = replacement
         self.runs = runs
         self.note = note
+        self.facts = facts
 
 
 # Version 2 stores `runs` with snake_case keys; version 1 (earlier releases) stored the
@@ -83,8 +85,15 @@ def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
     ]
 
 
+def _upcast_created_v2_v3(state: dict[str, Any]) -> None:
+    # Version 3 records the call's facts (domain/dispatch_facts.py); earlier releases kept
+    # none, which is what "no facts" says.
+    state["facts"] = None
+
+
 HookDispatch.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
-declare_event_versions(HookDispatch, Created=2)
+HookDispatch.Created.upcast_v2_v3 = staticmethod(_upcast_created_v2_v3)  # type: ignore[attr-defined]
+declare_event_versions(HookDispatch, Created=3)
 
 _AGGREGATE_TOPIC = get_topic(HookDispatch)
 

@@ -61,6 +61,13 @@ class LifecycleEvent:
     last_assistant_message: str | None = None
     subagent_id: str | None = None
     model: str | None = None
+    # Facts of the call the runtime reports (domain/dispatch_facts.py bounds them).
+    cwd: str | None = None
+    permission_mode: str | None = None
+    agent_type: str | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+    is_interrupt: bool | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,10 +85,23 @@ def check_event(event: LifecycleEvent) -> LifecycleEvent:
             raise InvalidEvent(name, f"must be at most {SHORT_TEXT_MAX} characters")
     if event.event_id == "":
         raise InvalidEvent("event_id", "must not be empty")
-    for name in ("prompt", "last_assistant_message"):
+    for name in (
+        "prompt",
+        "last_assistant_message",
+        "cwd",
+        "permission_mode",
+        "agent_type",
+        "error",
+    ):
         value = getattr(event, name)
         if value is not None and not isinstance(value, str):
             raise InvalidEvent(name, "must be a string")
+    if event.duration_ms is not None and (
+        type(event.duration_ms) is not int or event.duration_ms < 0
+    ):
+        raise InvalidEvent("duration_ms", "must be a non-negative integer")
+    if event.is_interrupt is not None and type(event.is_interrupt) is not bool:
+        raise InvalidEvent("is_interrupt", "must be a boolean")
     return event
 
 

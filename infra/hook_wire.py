@@ -98,6 +98,13 @@ def build_request_body(request: HandlerRequest) -> bytes:
         ("prompt", request.prompt),
         ("lastAssistantMessage", request.last_assistant_message),
         ("subagentId", request.subagent_id),
+        # Typed since the activity trail; handlers keep receiving them in `detail`.
+        ("cwd", request.cwd),
+        ("permissionMode", request.permission_mode),
+        ("agentType", request.agent_type),
+        ("durationMs", request.duration_ms),
+        ("error", request.error),
+        ("isInterrupt", request.is_interrupt),
     )
     detail.update((key, value) for key, value in own if value is not None)
     payload["detail"] = detail

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.cron import CronTrigger
 
+from domain.dispatch_facts import RECORD_FULL, RECORD_MODES
 from domain.hook_config import HookConfig
 from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 from infra.hook_config_parser import HookConfigError, parse_hook_config
@@ -59,6 +60,8 @@ class Settings:
     hook_allowed_hosts: frozenset[str] = frozenset()
     hook_allow_insecure_loopback: bool = False
     redacted_tools: frozenset[str] = frozenset({"storeSecret", "recallSecret", "updateSecret"})
+    # full: each dispatch records the call's bounded facts; metadata: names only.
+    record: str = RECORD_FULL
     workspace_root: Path = Path("workspace")
     task_command: tuple[str, ...] | None = None
     task_concurrency: int = 2
@@ -161,6 +164,7 @@ class Settings:
             hooks=hooks,
             hook_allowed_hosts=allowed_hosts,
             hook_allow_insecure_loopback=insecure_loopback,
+            record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL),
             redacted_tools=frozenset(
                 get.csv("TACHOGRAPH_REDACTED_TOOLS", "storeSecret,recallSecret,updateSecret")
             ),

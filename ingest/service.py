@@ -23,6 +23,7 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
+from domain.dispatch_facts import dispatch_facts
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     OUTCOMES,
@@ -95,6 +96,7 @@ class HookIngest:
         *,
         config: HookConfig,
         redacted_tools: frozenset[str],
+        record_facts: bool = True,
         sessions: SessionPort,
         dispatches: DispatchLog,
         ask: AskHandler,
@@ -104,6 +106,7 @@ class HookIngest:
     ) -> None:
         self.config = config
         self.redacted_tools = redacted_tools
+        self.record_facts = record_facts
         self._sessions = sessions
         self._dispatches = dispatches
         self._ask = ask
@@ -273,11 +276,17 @@ class HookIngest:
             prompt=ev.prompt,
             last_assistant_message=ev.last_assistant_message,
             subagent_id=ev.subagent_id,
+            cwd=ev.cwd,
+            permission_mode=ev.permission_mode,
+            agent_type=ev.agent_type,
+            duration_ms=ev.duration_ms,
+            error=ev.error,
+            is_interrupt=ev.is_interrupt,
             detail=ev.detail,
         )
 
-    @staticmethod
     def _record(
+        self,
         session_id: UUID,
         ev: LifecycleEvent,
         dispatch_id: UUID,
@@ -310,6 +319,9 @@ class HookIngest:
             else None,
             "note": note,
             "actor": actor,
+            "facts": dispatch_facts(ev, decision, self.redacted_tools)
+            if self.record_facts
+            else None,
         }
 
     def _append(
@@ -373,8 +385,8 @@ def stored_outcome(outcome: str) -> Outcome:
 def _working_directory(ev: LifecycleEvent) -> str | None:
     """The `cwd` a runtime reported with the call (Claude Code does), when absolute:
     relative paths in the call are judged from there, not from the clone's root."""
-    cwd = ev.detail.get("cwd")
-    return cwd if isinstance(cwd, str) and cwd.startswith("/") else None
+    cwd = ev.cwd
+    return cwd if cwd is not None and cwd.startswith("/") else None
 
 
 def first_line(text: str | None, limit: int) -> str | None:

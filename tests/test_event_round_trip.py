@@ -160,6 +160,12 @@ def hook_dispatch_created() -> Iterator[Aggregate]:
         summary_hint=None,
         note=None,
         actor="hooks",
+        facts={
+            "input_summary": "rm -rf build",
+            "input": {"command": "rm -rf build"},
+            "duration_ms": 3,
+            "truncated": ["input"],
+        },
     )
 
 
@@ -513,8 +519,9 @@ def test_each_event_saves_and_reloads_equal(settings: Settings, scenario: Scenar
 V1_RUN = {"handlerId": "guard", "outcome": "deny", "failure": None, "reason": "no", "durationMs": 4}
 
 
-def test_a_version_1_dispatch_reads_as_version_2_everywhere(settings: Settings) -> None:
-    """Earlier releases stored `runs` in camelCase with no class_version; the bytes stay."""
+def test_a_version_1_dispatch_reads_as_the_current_version_everywhere(settings: Settings) -> None:
+    """Earlier releases stored `runs` in camelCase with no class_version and no facts; the
+    bytes stay."""
     dispatch = next(hook_dispatch_created())
     with schema_lock(settings):
         app = open_application(settings)
@@ -522,8 +529,9 @@ def test_a_version_1_dispatch_reads_as_version_2_everywhere(settings: Settings) 
         (created,) = dispatch.collect_events()
         stored = app.mapper.to_stored_event(created)
         state = app.mapper.transcoder.decode(stored.state)
-        assert state.pop("class_version") == 2
-        state["runs"] = [V1_RUN]  # the previous release's shape
+        assert state.pop("class_version") == 3
+        state["runs"] = [V1_RUN]  # the first release's shape
+        del state["facts"]
         v1 = StoredEvent(
             originator_id=stored.originator_id,
             originator_version=stored.originator_version,
@@ -535,9 +543,11 @@ def test_a_version_1_dispatch_reads_as_version_2_everywhere(settings: Settings) 
         expected = {**V1_RUN, "handler_id": "guard", "duration_ms": 4}
         del expected["handlerId"], expected["durationMs"]
         assert reloaded.runs == [expected]
+        assert reloaded.facts is None
         (notification,) = [n for n in read_log(app, 1) if n.originator_id == dispatch.id]
         assert notification.state == v1.state  # the log's bytes are what was written
         envelope = decode(app, notification)
         assert envelope.data["runs"] == [expected] and "class_version" not in envelope.data
+        assert envelope.data["facts"] is None
     finally:
         app.close()

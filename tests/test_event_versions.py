@@ -31,7 +31,7 @@ def test_every_event_class_declares_its_version() -> None:
         c.__qualname__ for c in discovered_event_classes() if "class_version" not in vars(c)
     ]
     assert undeclared == []
-    assert HookDispatch.Created.class_version == 2  # type: ignore[attr-defined]
+    assert HookDispatch.Created.class_version == 3  # type: ignore[attr-defined]
     assert SelfUpdateCycle.PhaseRecorded.class_version == 2  # type: ignore[attr-defined]
 
 
@@ -51,6 +51,7 @@ def as_v1(services: Services, event: DomainEventProtocol[UUID], change: Any) -> 
 
 
 def v1_runs(state: dict[str, Any]) -> None:
+    del state["facts"]  # versions 1 and 2 recorded no facts
     state["runs"] = [
         {"handlerId": "guard", "outcome": "deny", "failure": None, "reason": "no", "durationMs": 4}
     ]
@@ -85,6 +86,7 @@ def test_version_1_events_load_project_replay_and_verify(services: Services) -> 
             "duration_ms": 4,
         }
     ]
+    assert reloaded.facts is None
     # Version 3 of the cycle is its inspect phase: only an upcast `review_by` makes it wait.
     inspected: SelfUpdateCycle = services.app.repository.get(cycle_id, version=3)
     assert inspected.awaiting == {"attempt": 1, "digest": "sha256:" + "ab" * 32}
@@ -103,3 +105,26 @@ def test_version_1_events_load_project_replay_and_verify(services: Services) -> 
     assert all(r.swapped for r in reports)
     report = verify_log(services.app, services.store, None)
     assert report.ok and report.events >= len(stored) + len(cycle_events), report
+
+
+def test_a_version_2_dispatch_loads_without_facts(services: Services) -> None:
+    dispatch = next(hook_dispatch_created())
+    assert isinstance(dispatch, HookDispatch) and dispatch.facts is not None
+    mapper = services.app.mapper
+    stored = mapper.to_stored_event(dispatch.collect_events()[0])
+    state = mapper.transcoder.decode(stored.state)
+    del state["facts"]
+    state["class_version"] = 2
+    services.app.recorder.insert_events(
+        [
+            StoredEvent(
+                originator_id=stored.originator_id,
+                originator_version=stored.originator_version,
+                topic=stored.topic,
+                state=mapper.transcoder.encode(state),
+            )
+        ]
+    )
+    reloaded: HookDispatch = services.app.repository.get(dispatch.id)
+    assert reloaded.facts is None
+    assert reloaded.runs == dispatch.runs

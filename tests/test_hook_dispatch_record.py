@@ -31,6 +31,7 @@ FIELDS: dict[str, Any] = {
     "summary_hint": "summary",
     "note": None,
     "actor": "test",
+    "facts": {"input_summary": "ls", "input": {"command": "ls"}},
 }
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from api.app import create_app
 from api.input_limits import check_json, plainly_clean
+from api.middleware import HOOK_BODY_MAX_BYTES, HOOK_PATHS
 from bootstrap import Services
 from infra.settings import Settings
 
@@ -51,20 +52,25 @@ def with_ids(path: str) -> str:
     return path.format(**values)
 
 
-def test_every_body_route_refuses_more_than_1_mib(limits_client: TestClient) -> None:
+def test_every_body_route_refuses_more_than_its_cap(limits_client: TestClient) -> None:
+    """1 MiB, and 16 MiB on the routes that take hooks (a big tool response must not fail)."""
     routes = body_routes(limits_client)
     assert len(routes) >= 15
+    hook_routes = [path for _, path in routes if HOOK_PATHS.match(with_ids(path))]
+    assert len(hook_routes) == 3, hook_routes
     before = head(limits_client)
-    oversized = b'{"x": "' + b"a" * MIB + b'"}'
     for method, path in routes:
+        cap = HOOK_BODY_MAX_BYTES if path in hook_routes else MIB
+        oversized = b'{"x": "' + b"a" * cap + b'"}'
         declared = limits_client.request(
             method, with_ids(path), content=oversized, headers={"content-type": "application/json"}
         )
         assert declared.status_code == 413, (method, path, declared.text)
         assert declared.json()["error"] == "payload_too_large"
+        assert f"{cap // 1024} KiB" in declared.json()["message"]
 
-        def chunks() -> Iterator[bytes]:  # no content-length: counted while streaming
-            for _ in range(17):
+        def chunks(count: int = cap // 65536 + 1) -> Iterator[bytes]:  # counted while streaming
+            for _ in range(count):
                 yield b" " * 65536
 
         streamed = limits_client.request(

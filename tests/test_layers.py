@@ -166,7 +166,9 @@ def test_domain_holds_no_wire_casing() -> None:
 
 def test_casing_checker_finds_a_camel_case_key(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text('"""Takes timeoutMs."""\nKEYS = {"timeoutMs": 1, "timeout_ms": 2, "Stop": 3}\n')
+    sample.write_text(
+        '"""Takes timeoutMs."""\nKEYS = {"timeoutMs": 1, "timeout_ms": 2, "Stop": 3}\n'
+    )
     assert camel_case_strings(sample) == {"timeoutMs"}
 
 

@@ -77,6 +77,12 @@ _MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
     "last_assistant_message": ("last_assistant_message", str),
     "agent_id": ("subagent_id", str),
     "model": ("model", str),
+    "cwd": ("cwd", str),
+    "permission_mode": ("permission_mode", str),
+    "agent_type": ("agent_type", str),
+    "duration_ms": ("duration_ms", int),
+    "error": ("error", str),
+    "is_interrupt": ("is_interrupt", bool),
 }
 
 
@@ -95,12 +101,20 @@ def split_fields(
     detail: dict[str, Any] = {}
     for key, value in source.items():
         target = table.get(key)
-        if target is not None and value is not None and isinstance(value, target[1]):
+        if target is not None and _accepts(value, target[1]):
             mapped[target[0]] = value
         else:
             # First writer wins when `foo_bar` and `fooBar` both arrive.
             detail.setdefault(to_camel(key), value)
     return mapped, detail
+
+
+def _accepts(value: object, kind: type) -> bool:
+    """Whether `value` may fill a typed field of `kind` (a count is a non-negative int,
+    not a bool; anything else stays in `detail`)."""
+    if kind is int:
+        return type(value) is int and value >= 0
+    return value is not None and isinstance(value, kind)
 
 
 def claude_payload_to_event(payload: object) -> LifecycleEvent:

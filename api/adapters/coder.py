@@ -258,7 +258,9 @@ def coder_to_event(req: CoderRequest) -> LifecycleEvent:
     if req.type == "post_tool_use" and tool_error is not None:
         event = "PostToolUseFailure"
     mapped, detail = split_fields(data, _DATA_FIELDS)
-    if tool_error is not None:
+    if isinstance(tool_error, str):
+        mapped["error"] = tool_error
+    elif tool_error is not None:
         detail["error"] = tool_error
     for key, value in req.meta.items():
         if key not in _META_FIELDS and value is not None:
