@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from projections import deleted_sessions
 from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
 
@@ -25,7 +26,7 @@ class HookAuditProjection(Projection):
             "CREATE INDEX IF NOT EXISTS {t}_at ON {t} (at)",
         ],
         # Sessions deleted so far: dispatches that arrive for them later are not shown.
-        "hook_deleted_sessions": ["CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY)"],
+        "hook_deleted_sessions": [deleted_sessions.DDL],
     }
     # No index by turn: the one reader by turn (a Stop's count of `continue`s) scans a
     # session's rows by key, at most AUDIT_CAP of them, once per turn, while such an
@@ -38,25 +39,19 @@ class HookAuditProjection(Projection):
         # gone (asked once per session per batch, not once per event).
         self._rows: list[tuple[Any, ...]] = []
         self._uncapped: set[str] = set()
-        self._gone: dict[str, bool] = {}
+        self._gone = deleted_sessions.DeletedSessions()
+        self._gone.table = self.t["hook_deleted_sessions"]
 
     def begin_batch(self, cur: Cursor) -> None:
         self._rows.clear()
         self._uncapped.clear()
-        self._gone.clear()
+        self._gone.forget()
 
     @handles("HookDispatch.Created")
     def dispatched(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
         session_id = str(d["session_id"])
-        gone = self._gone.get(session_id)
-        if gone is None:
-            cur.execute(
-                f"SELECT 1 AS gone FROM {self.t['hook_deleted_sessions']} WHERE session_id = ?",
-                (session_id,),
-            )
-            gone = self._gone[session_id] = cur.fetchone() is not None
-        if gone:
+        if self._gone.is_gone(cur, session_id):
             return
         dispatch_id = e.key
         # A dispatch without handlers still shows on the timeline, as one record
@@ -121,13 +116,8 @@ class HookAuditProjection(Projection):
     def session_deleted(self, cur: Cursor, e: Envelope) -> None:
         session_id = e.key
         self.end_batch(cur)  # write what came before, then delete it with the rest
-        self._gone[session_id] = True
         cur.execute(f"DELETE FROM {self.t['hook_audit']} WHERE session_id = ?", (session_id,))
-        cur.execute(
-            f"INSERT INTO {self.t['hook_deleted_sessions']} (session_id) VALUES (?) "
-            "ON CONFLICT (session_id) DO NOTHING",
-            (session_id,),
-        )
+        self._gone.mark(cur, session_id)
 
     @handles("HookAuditRetention.Created", "HookAuditRetention.Applied")
     def retention(self, cur: Cursor, e: Envelope) -> None:

@@ -13,12 +13,14 @@ from projections.self_update_cycles import SelfUpdateCyclesProjection
 from projections.sessions import SessionsProjection
 from projections.signals import SignalsProjection
 from projections.tasks import TaskActivityProjection, TasksProjection
+from projections.timeline import TimelineProjection
 from projections.workspaces import WorkspacesProjection
 
 PROJECTION_TYPES: tuple[type[Projection], ...] = (
     WorkspacesProjection,
     SessionsProjection,
     HookAuditProjection,
+    TimelineProjection,
     LogChainProjection,
     TasksProjection,
     TaskActivityProjection,

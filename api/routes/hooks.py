@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from api.auth import request_principal
 from api.deps import Consistent, ServicesDep
 from api.hook_calls import answer_events
+from api.input_limits import MAX_POSITION
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
 from domain.errors import NotFound
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
+from services.session_timeline import timeline_page
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"])
 
@@ -56,3 +58,30 @@ def session_hooks(
     if groupBy == "turn":
         return {"turns": group_by_turn(records)}
     return {"items": records}
+
+
+@router.get("/{session_id}/timeline")
+def session_timeline(
+    session_id: UUID,
+    services: ServicesDep,
+    _: Consistent,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    before: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
+    source: Literal["readModel", "log"] = "readModel",
+) -> dict[str, Any]:
+    """The session's turns, newest first (by log position): each with its prompt, its
+    tool calls in order (subagents' nested under them), its Stop and any failure.
+
+    `before` is the `next` of the previous page. The read model keeps the latest 2,000
+    tool calls per session; `source=log` rebuilds the whole timeline from the log.
+    """
+    _require_visible(services, session_id)
+    items, next_before = timeline_page(
+        services.app,
+        services.store,
+        str(session_id),
+        limit=limit,
+        before=before,
+        from_log=source == "log",
+    )
+    return {"items": items, "next": next_before, "sortedBy": "position"}

@@ -1,0 +1,49 @@
+"""A session's timeline from the read model, or rebuilt from the log for what the read
+model no longer keeps (it holds the latest 2,000 tool calls per session)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from domain.application import Tachograph
+from infra.log_reader import read_events
+from projections.runner import decode
+from projections.timeline import session_timeline, timeline_from_log
+
+_PAGE = 1000
+
+
+def _dispatches(app: Tachograph) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    after = 0
+    while True:
+        page = read_events(app, after, _PAGE, ["HookDispatch.Created"])
+        if not page:
+            return
+        for notification in page:
+            envelope = decode(app, notification)
+            yield envelope.position, envelope.at, envelope.data
+        after = page[-1].id
+
+
+def timeline_page(
+    app: Tachograph,
+    store: Any,
+    session_id: str,
+    *,
+    limit: int,
+    before: int | None,
+    from_log: bool,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Turns newest first, at most `limit`, each starting before `before`; and the
+    `before` of the next page (None on the last)."""
+    if not from_log:
+        return session_timeline(store, session_id, limit, before)
+    # Every HookDispatch.Created of the log is read: slow on a big log, so only on request.
+    turns = [
+        turn
+        for turn in timeline_from_log(_dispatches(app), session_id)
+        if before is None or turn["position"] < before
+    ]
+    page = turns[:limit]
+    return page, (page[-1]["position"] if len(turns) > limit else None)
