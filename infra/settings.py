@@ -164,7 +164,7 @@ class Settings:
             hooks=hooks,
             hook_allowed_hosts=allowed_hosts,
             hook_allow_insecure_loopback=insecure_loopback,
-            record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL),
+            record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL).lower(),
             redacted_tools=frozenset(
                 get.csv("TACHOGRAPH_REDACTED_TOOLS", "storeSecret,recallSecret,updateSecret")
             ),

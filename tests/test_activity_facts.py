@@ -274,6 +274,11 @@ def test_metadata_mode_records_names_only(settings: Settings) -> None:
     assert dispatch["tool_name"] == payload["tool_name"]
 
 
+def test_the_record_mode_is_read_from_the_environment() -> None:
+    assert Settings.from_env({}).record == "full"
+    assert Settings.from_env({"TACHOGRAPH_RECORD": "Metadata"}).record == "metadata"
+
+
 def test_an_unknown_record_mode_refuses_start_up() -> None:
     from infra.settings import SettingsError
 

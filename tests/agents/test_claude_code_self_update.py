@@ -275,6 +275,7 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
                 took = time.monotonic() - started
                 flow = http.get(f"/api/tasks/{task_id}/workflow").json()
                 hooks = http.get(f"/api/sessions/{task['sessionId']}/hooks").json()["items"]
+                timeline = http.get(f"/api/sessions/{task['sessionId']}/timeline").json()
         finally:
             serve.signal(15)
             serve.wait(30)
@@ -286,6 +287,7 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
                 "task": task,
                 "workflow": flow,
                 "hooks": hooks,
+                "timeline": timeline,
                 "model": [r.__dict__ for r in api.requests],
             },
             indent=1,
@@ -346,6 +348,27 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         "UserPromptSubmit",
         "Stop",
     ], sequence
+
+    # The timeline says what the agent did: each command and path it tried, which were
+    # refused and by which rule, and that the two allowed calls ran.
+    review_turn, implement_turn = timeline["items"]
+    assert review_turn["calls"] == [] and review_turn["stop"]["summary"].startswith("Small")
+    calls = implement_turn["calls"]
+    clone = re.sub(r"/NOTES\.md$", "", calls[5]["summary"])
+    assert [c["summary"] for c in calls] == [
+        PUSH,
+        SSH,
+        os.path.normpath(f"{clone}/../outside.txt"),  # Claude Code resolves the path
+        f"{clone}/.git/config",
+        CURL,
+        f"{clone}/NOTES.md",
+        COMMIT,
+    ], calls
+    assert [c["status"] for c in calls] == ["denied"] * 5 + ["ok", "ok"], calls
+    assert [c["handlerId"] for c in calls[:5]] == [g["handlerId"] for g in refusals]
+    assert all(c["durationMs"] is not None for c in calls[5:]), calls
+    assert (implement_turn["toolCalls"], implement_turn["denials"]) == (7, 5)
+    assert implement_turn["stop"]["summary"] == "Added release notes in NOTES.md."
 
     # What Claude Code sent back to the model: the denials as errors, never the commands'
     # output; the write and the commit as done.
