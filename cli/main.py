@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 
 def _settings() -> Any:
@@ -117,6 +118,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from infra.log_reader import event_record, iter_events
 
     settings = _settings()
+    if args.session is not None:
+        return _export_session(settings, args.session, args.out)
     app = open_application(settings)
     count = 0
     with ExitStack() as stack:
@@ -127,6 +130,31 @@ def cmd_export(args: argparse.Namespace) -> int:
             out.write("\n")
             count += 1
     print(f"exported {count} events", file=sys.stderr)
+    return 0
+
+
+def _export_session(settings: Any, session_id: UUID, out_path: str | None) -> int:
+    """One session's events with their positions, chain links and stored payloads."""
+    import json
+    from contextlib import ExitStack
+
+    from fastapi.encoders import jsonable_encoder
+
+    from bootstrap import build_services
+    from services.session_export import session_export
+
+    services = build_services(settings)
+    with ExitStack() as stack:
+        stack.callback(services.close)
+        services.runner.catch_up()  # the chain's read model holds every link exported
+        records = session_export(services.app, services.store, session_id)
+        if not records:
+            print(f"session {session_id} has no events", file=sys.stderr)
+            return 1
+        out = stack.enter_context(open(out_path, "w", encoding="utf-8")) if out_path else sys.stdout
+        for record in jsonable_encoder(records):
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    print(f"exported {len(records)} events of session {session_id}", file=sys.stderr)
     return 0
 
 
@@ -222,8 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--metrics-host", default="127.0.0.1")
     worker.set_defaults(func=cmd_worker)
 
-    export = sub.add_parser("export", help="write the log as NDJSON")
+    export = sub.add_parser("export", help="write the log, or one session's events, as NDJSON")
     export.add_argument("--after", type=int, default=0)
+    export.add_argument("--session", type=UUID, help="only this session's events, with links")
     export.add_argument("--out")
     export.set_defaults(func=cmd_export)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
+from fastapi.encoders import jsonable_encoder
 from starlette.responses import Response
 
 from api.auth import request_principal
@@ -17,6 +19,7 @@ from bootstrap import Services
 from domain.errors import NotFound
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
+from services.session_export import session_export
 from services.session_timeline import timeline_page
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"])
@@ -85,3 +88,18 @@ def session_timeline(
         from_log=source == "log",
     )
     return {"items": items, "next": next_before, "sortedBy": "position"}
+
+
+@router.get("/{session_id}/export", response_model=None)
+def session_export_ndjson(session_id: UUID, services: ServicesDep) -> Response:
+    """Every event of the session (its own and its dispatches'), oldest first, as NDJSON:
+    each with its log position, chain link, previous link and stored payload."""
+    records = session_export(services.app, services.store, session_id)
+    if not records:
+        raise NotFound(f"Session {session_id} has no events.")
+    # The links come from the chain's read model: wait until it holds the last event.
+    services.runner.wait_for(records[-1]["position"], services.settings.read_wait_s)
+    if records[-1]["link"] is None:
+        records = session_export(services.app, services.store, session_id)
+    lines = (json.dumps(r, separators=(",", ":")) + "\n" for r in jsonable_encoder(records))
+    return Response("".join(lines), media_type="application/x-ndjson")
