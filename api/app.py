@@ -17,6 +17,7 @@ from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
 from api.openapi import install_openapi
 from api.routes import (
+    activity,
     adapters,
     auditors,
     autonomy_settings,
@@ -96,6 +97,7 @@ def create_app(
         self_update.router,
         keys.router,
         self_update_workflow.router,
+        activity.router,
     ):
         app.include_router(router)
     # Added first, so innermost: it sees only authenticated, size-checked requests.

@@ -158,6 +158,13 @@ def _export_session(settings: Any, session_id: UUID, out_path: str | None) -> in
     return 0
 
 
+def cmd_activity(args: argparse.Namespace) -> int:
+    """The auditor search of GET /api/activity, as a table or NDJSON."""
+    from cli.activity import cli_activity
+
+    return cli_activity(_settings(), args, sys.stdout)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute the log's hash chain; exit 1 at the first break."""
     from cli.audit import cli_verify
@@ -255,6 +262,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--session", type=UUID, help="only this session's events, with links")
     export.add_argument("--out")
     export.set_defaults(func=cmd_export)
+
+    activity = sub.add_parser("activity", help="search recorded tool calls across sessions")
+    activity.add_argument("--tool")
+    activity.add_argument("--contains", help="text in the input summary (any case)")
+    activity.add_argument("--workspace", dest="workspace_id")
+    activity.add_argument("--session", dest="session_id", type=UUID)
+    activity.add_argument("--outcome", choices=["pass", "deny", "modify"])
+    activity.add_argument("--since", help="ISO-8601 time with a zone; calls at or after it")
+    activity.add_argument("--until", help="ISO-8601 time with a zone; calls before it")
+    activity.add_argument("--limit", type=int, default=50)
+    activity.add_argument("--format", choices=["table", "ndjson"], default="table")
+    activity.set_defaults(func=cmd_activity)
 
     verify = sub.add_parser("verify", help="verify the log's hash chain against its checkpoints")
     verify.add_argument("--against", metavar="FILE", help="checkpoints exported earlier")

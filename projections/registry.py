@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from projections.activity import ActivityProjection
 from projections.api_keys import ApiKeysProjection
 from projections.autonomy import AutonomySettingsProjection
 from projections.base import Projection
@@ -21,6 +22,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     SessionsProjection,
     HookAuditProjection,
     TimelineProjection,
+    ActivityProjection,
     LogChainProjection,
     TasksProjection,
     TaskActivityProjection,

@@ -6,6 +6,7 @@ Rows come back as dicts.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
@@ -18,6 +19,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
+
+_log = logging.getLogger(__name__)
 
 
 class StoreUnavailable(Exception):
@@ -52,6 +55,9 @@ class Cursor(ABC):
 # KEY becomes the table's rowid; any other spelling keeps a rowid *and* a separate
 # index on the key, one more b-tree page written by every insert.
 _BIGINT_KEY = re.compile(r"\b(\w+) BIGINT PRIMARY KEY\b")
+# `CREATE TEXT SEARCH TABLE IF NOT EXISTS <name> (<column>)`: a table of (rowid, column)
+# whose column is searched for substrings, in each store's own way (see `create`).
+TEXT_SEARCH_TABLE = re.compile(r"CREATE TEXT SEARCH TABLE IF NOT EXISTS (\w+) \((\w+)\)")
 
 
 class ReadStore(ABC):
@@ -105,6 +111,15 @@ class _SQLiteCursor(Cursor):
         return self._cur.rowcount
 
     def create(self, ddl: str) -> None:
+        text_search = TEXT_SEARCH_TABLE.fullmatch(ddl)
+        if text_search is not None:
+            # FTS5's trigram tokenizer answers substring phrases (any case) from its index.
+            name, column = text_search.groups()
+            self._cur.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5({column}, "
+                "tokenize='trigram')"
+            )
+            return
         # Both hold 64-bit integers in SQLite; PostgreSQL's INTEGER would not.
         self._cur.execute(_BIGINT_KEY.sub(r"\1 INTEGER PRIMARY KEY", ddl))
 
@@ -181,6 +196,29 @@ class _PGCursor(Cursor):
         self._pipeline = pipeline
         # Bulk loading (a rebuild): plain multi-row inserts go in with COPY.
         self._copy = copy
+
+    def create(self, ddl: str) -> None:
+        text_search = TEXT_SEARCH_TABLE.fullmatch(ddl)
+        if text_search is None:
+            self.execute(ddl)
+            return
+        name, column = text_search.groups()
+        self._cur.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (name,))
+        found = self._cur.fetchone()
+        if found and found["found"]:
+            return  # declared again at every start: no DDL, so no lock, when it exists
+        self._cur.execute(f"CREATE TABLE {name} (rowid BIGINT PRIMARY KEY, {column} TEXT NOT NULL)")
+        # pg_trgm's GIN index answers ILIKE '%text%'. The extension lives in `public`
+        # (one per database, whatever schema the read models use); where it cannot be
+        # installed, searches read every row instead.
+        try:
+            with self._cur.connection.transaction():
+                self._cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+                self._cur.execute(
+                    f"CREATE INDEX {name}_trgm ON {name} USING gin ({column} public.gin_trgm_ops)"
+                )
+        except psycopg.Error as exc:
+            _log.warning("no trigram index on %s (%s): text searches scan the table", name, exc)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._cur.execute(_pg(sql), _pg_params(params))

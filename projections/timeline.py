@@ -111,14 +111,23 @@ def entry_of(d: dict[str, Any], position: int, at: str) -> tuple[str, dict[str, 
     return key, entry
 
 
-def _decided(d: dict[str, Any]) -> dict[str, Any]:
-    """The decision and the handler that made it (the last run with that outcome)."""
+def deciding_handler(d: dict[str, Any]) -> str | None:
+    """The handler that made a dispatch's decision: the last run with that outcome."""
     deciding = [run for run in d["runs"] or () if run.get("outcome") == d["outcome"]]
-    return {
-        "decision": d["outcome"],
-        "handler_id": deciding[-1].get("handler_id") if deciding else None,
-        "reason": d["reason"],
-    }
+    return deciding[-1].get("handler_id") if deciding else None
+
+
+def call_status(event: str, facts: dict[str, Any]) -> str:
+    """How a tool call ended, from its PostToolUse or PostToolUseFailure."""
+    if facts.get("is_interrupt"):
+        return "interrupted"
+    if event == "PostToolUseFailure" or facts.get("is_error"):
+        return "error"
+    return "ok"
+
+
+def _decided(d: dict[str, Any]) -> dict[str, Any]:
+    return {"decision": d["outcome"], "handler_id": deciding_handler(d), "reason": d["reason"]}
 
 
 def _pre(d: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
@@ -132,15 +141,9 @@ def _pre(d: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _post(event: str, facts: dict[str, Any]) -> dict[str, Any]:
-    if facts.get("is_interrupt"):
-        status = "interrupted"
-    elif event == "PostToolUseFailure" or facts.get("is_error"):
-        status = "error"
-    else:
-        status = "ok"
     response = facts.get("response") or {}
     return {
-        "status": status,
+        "status": call_status(event, facts),
         "bytes": response.get("bytes"),
         "duration_ms": facts.get("duration_ms"),
         "error": facts.get("error"),

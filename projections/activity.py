@@ -1,0 +1,271 @@
+"""Auditor search read model: every tool call across sessions, searchable by tool, text
+in its input summary, decision, workspace, session and time.
+
+One row per PreToolUse (the call an agent asked to make, and the decision it got); its
+PostToolUse or PostToolUseFailure adds how it ended. Rows are kept until their session
+is deleted (the log keeps everything regardless). The input summaries also go into a
+text-search table with the same row ids, indexed by each store's own means: SQLite's
+FTS5 with the trigram tokenizer, PostgreSQL's pg_trgm (projections/store.py), so a
+substring of three characters or more is found without reading every row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from projections import deleted_sessions
+from projections.base import Envelope, Projection, handles
+from projections.store import Cursor, ReadStore
+from projections.timeline import call_status, deciding_handler
+
+_CALL_COLUMNS = (
+    "position",
+    "session_id",
+    "workspace_id",
+    "turn_id",
+    "tool_call_id",
+    "tool",
+    "summary",
+    "decision",
+    "handler_id",
+    "status",
+    "at",
+    "agent",
+    "subagent_id",
+)
+_ENDINGS = ("status", "bytes", "duration_ms")
+MIN_TEXT_SEARCH = 3  # a trigram index finds substrings of at least three characters
+
+
+class ActivityProjection(Projection):
+    name = "activity"
+    tables = {
+        "activity": [
+            "CREATE TABLE IF NOT EXISTS {t} (position BIGINT PRIMARY KEY, "
+            "session_id TEXT NOT NULL, workspace_id TEXT, turn_id TEXT, tool_call_id TEXT, "
+            "tool TEXT, summary TEXT, decision TEXT NOT NULL, handler_id TEXT, status TEXT, "
+            "bytes BIGINT, duration_ms BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT)",
+            # A call's Post finds its row; the filters each read newest first.
+            "CREATE INDEX IF NOT EXISTS {t}_call ON {t} (session_id, tool_call_id)",
+            "CREATE INDEX IF NOT EXISTS {t}_tool ON {t} (tool, position)",
+            "CREATE INDEX IF NOT EXISTS {t}_workspace ON {t} (workspace_id, position)",
+            "CREATE INDEX IF NOT EXISTS {t}_decision ON {t} (decision, position)",
+        ],
+        "activity_text": ["CREATE TEXT SEARCH TABLE IF NOT EXISTS {t} (summary)"],
+        "activity_sessions": [
+            "CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY, workspace_id TEXT)"
+        ],
+        "activity_deleted": [deleted_sessions.DDL],
+    }
+
+    def __init__(self, prefix: str = "rm_") -> None:
+        super().__init__(prefix)
+        self._calls: dict[tuple[str, str], dict[str, Any]] = {}
+        self._endings: list[dict[str, Any]] = []
+        self._workspaces: dict[str, str | None] = {}
+        self._gone = deleted_sessions.DeletedSessions()
+        self._gone.table = self.t["activity_deleted"]
+
+    def begin_batch(self, cur: Cursor) -> None:
+        self._calls.clear()
+        self._endings.clear()
+        self._workspaces.clear()
+        self._gone.forget()
+
+    @handles("Session.Created")
+    def session_created(self, cur: Cursor, e: Envelope) -> None:
+        workspace = e.data.get("workspace")
+        self._workspaces[e.key] = workspace
+        cur.execute(
+            f"INSERT INTO {self.t['activity_sessions']} (session_id, workspace_id) VALUES (?, ?) "
+            "ON CONFLICT (session_id) DO NOTHING",
+            (e.key, workspace),
+        )
+
+    @handles("HookDispatch.Created")
+    def dispatched(self, cur: Cursor, e: Envelope) -> None:
+        d = e.data
+        event = d["event_name"]
+        if event not in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
+            return
+        session_id = str(d["session_id"])
+        if self._gone.is_gone(cur, session_id):
+            return
+        facts = d.get("facts") or {}
+        call_key = d["tool_call_id"] or e.key
+        if event == "PreToolUse":
+            self._calls[(session_id, call_key)] = {
+                "position": e.position,
+                "session_id": session_id,
+                "workspace_id": self._workspace(cur, session_id),
+                "turn_id": d["turn_id"],
+                "tool_call_id": d["tool_call_id"],
+                "tool": d["tool_name"],
+                "summary": facts.get("input_summary"),
+                "decision": d["outcome"],
+                "handler_id": deciding_handler(d),
+                "status": "denied" if d["outcome"] == "deny" else None,
+                "at": e.at,
+                "agent": d["agent"],
+                "subagent_id": d["subagent_id"],
+            }
+            return
+        ending = {
+            "status": call_status(event, facts),
+            "bytes": (facts.get("response") or {}).get("bytes"),
+            "duration_ms": facts.get("duration_ms"),
+        }
+        pending = self._calls.get((session_id, call_key))
+        if pending is not None:
+            pending.update(ending)
+        elif d["tool_call_id"]:
+            self._endings.append({**ending, "session_id": session_id, "call": call_key})
+
+    def _workspace(self, cur: Cursor, session_id: str) -> str | None:
+        if session_id not in self._workspaces:
+            cur.execute(
+                f"SELECT workspace_id FROM {self.t['activity_sessions']} WHERE session_id = ?",
+                (session_id,),
+            )
+            row = cur.fetchone()
+            self._workspaces[session_id] = None if row is None else row["workspace_id"]
+        return self._workspaces[session_id]
+
+    def end_batch(self, cur: Cursor) -> None:
+        if self._calls:
+            calls = list(self._calls.values())
+            columns = (*_CALL_COLUMNS, *_ENDINGS[1:])
+            cur.executemany(
+                f"INSERT INTO {self.t['activity']} ({', '.join(columns)}) "
+                f"VALUES ({','.join('?' * len(columns))})",
+                [tuple(call.get(c) for c in columns) for call in calls],
+            )
+            texts = [(c["position"], c["summary"]) for c in calls if c["summary"]]
+            if texts:
+                cur.executemany(
+                    f"INSERT INTO {self.t['activity_text']} (rowid, summary) VALUES (?, ?)",
+                    texts,
+                )
+            self._calls.clear()
+        if self._endings:
+            cur.executemany(
+                f"UPDATE {self.t['activity']} SET status = COALESCE(?, status), "
+                "bytes = ?, duration_ms = ? WHERE session_id = ? AND tool_call_id = ?",
+                [
+                    (x["status"], x["bytes"], x["duration_ms"], x["session_id"], x["call"])
+                    for x in self._endings
+                ],
+            )
+            self._endings.clear()
+
+    @handles("Session.Deleted")
+    def session_deleted(self, cur: Cursor, e: Envelope) -> None:
+        self.end_batch(cur)
+        table = self.t["activity"]
+        cur.execute(
+            f"DELETE FROM {self.t['activity_text']} WHERE rowid IN "
+            f"(SELECT position FROM {table} WHERE session_id = ?)",
+            (e.key,),
+        )
+        cur.execute(f"DELETE FROM {table} WHERE session_id = ?", (e.key,))
+        self._gone.mark(cur, e.key)
+
+
+# Searching
+
+
+@dataclass(frozen=True)
+class ActivityQuery:
+    """Filters of `GET /api/activity`; None means any."""
+
+    tool: str | None = None
+    contains: str | None = None
+    workspace_id: str | None = None
+    session_id: str | None = None
+    outcome: str | None = None
+    since: str | None = None
+    until: str | None = None
+    before: int | None = None
+    limit: int = 50
+
+
+def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, Any]], int | None]:
+    """Matching tool calls, newest first (by log position); and the next page's `before`."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("a.tool", q.tool),
+        ("a.workspace_id", q.workspace_id),
+        ("a.session_id", q.session_id),
+        ("a.decision", q.outcome),
+    ):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if q.since is not None:
+        where.append("a.at >= ?")
+        params.append(q.since)
+    if q.until is not None:
+        where.append("a.at < ?")
+        params.append(q.until)
+    if q.before is not None:
+        where.append("a.position < ?")
+        params.append(q.before)
+    source = "rm_activity a"
+    if q.contains:
+        if len(q.contains) >= MIN_TEXT_SEARCH:
+            source, text_params = _text_search(store.dialect, q.contains)
+            params = text_params + params
+        else:
+            where.append("LOWER(a.summary) LIKE ? ESCAPE '\\'")
+            params.append(f"%{_like_escape(q.contains.lower())}%")
+    sql = f"SELECT a.* FROM {source}"
+    if where:
+        sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
+    sql += " ORDER BY a.position DESC LIMIT ?"
+    rows = store.query(sql, [*params, q.limit])
+    items = [_item(r) for r in rows]
+    next_before = items[-1]["position"] if len(items) == q.limit else None
+    return items, next_before
+
+
+def _text_search(dialect: str, text: str) -> tuple[str, list[Any]]:
+    """The FROM clause that restricts `a` to summaries containing `text` (any case)."""
+    if dialect == "sqlite":
+        # An FTS5 trigram phrase matches a substring; quotes inside are doubled.
+        phrase = '"' + text.replace('"', '""') + '"'
+        return (
+            "rm_activity_text JOIN rm_activity a ON a.position = rm_activity_text.rowid "
+            "WHERE rm_activity_text MATCH ?",
+            [phrase],
+        )
+    return (
+        "rm_activity_text x JOIN rm_activity a ON a.position = x.rowid "
+        "WHERE x.summary ILIKE ? ESCAPE '\\'",
+        [f"%{_like_escape(text)}%"],
+    )
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _item(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "position": int(r["position"]),
+        "at": r["at"],
+        "sessionId": r["session_id"],
+        "workspaceId": r["workspace_id"],
+        "turnId": r["turn_id"],
+        "toolCallId": r["tool_call_id"],
+        "tool": r["tool"],
+        "summary": r["summary"],
+        "decision": r["decision"],
+        "handlerId": r["handler_id"],
+        "status": r["status"] or "no_result",
+        "bytes": r["bytes"],
+        "durationMs": r["duration_ms"],
+        "agent": r["agent"],
+        "subagentId": r["subagent_id"],
+    }
