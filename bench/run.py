@@ -538,6 +538,33 @@ def bench_rebuild(store: Store, events: int, work: Path) -> dict[str, Any]:
     }
 
 
+def bench_activity_search(store: Store, rows: int, work: Path) -> dict[str, Any]:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from bench.activity_search import QUERY_ROUNDS, load, measure, queries
+    from infra.settings import Settings
+
+    services = _services(store)
+    try:
+        load_s = load(services.store, rows)
+    finally:
+        services.close()
+    with TestClient(create_app(Settings.from_env(store.env()))) as client:
+        figures = measure(client, queries(rows))
+    return {
+        "workload": (
+            f"GET /api/activity?limit=50 through the app, {len(figures)} queries in turns x "
+            f"{QUERY_ROUNDS}, over {rows} recorded tool calls in 2000 sessions"
+        ),
+        "rows": rows,
+        "load_s": load_s,
+        "load_rows_per_s": rows / load_s,
+        "queries": figures,
+        "worst_p99_ms": max(q["p99_ms"] for q in figures.values()),
+    }
+
+
 def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[str, Any]:
     """Run every benchmark on each store; print a table; write the JSON result."""
     from rich.console import Console
@@ -547,6 +574,7 @@ def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[st
         raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     seconds, n = (3, 200) if quick else (10, 1000)
     tasks, events = (300, 20_000) if quick else (5000, 200_000)
+    search_rows = 20_000 if quick else 1_000_000
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}
     work = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
     for kind in stores:
@@ -557,6 +585,7 @@ def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[st
             ("read_your_writes", bench_read_your_writes, n),
             ("task_board", bench_task_board, tasks),
             ("rebuild", bench_rebuild, events),
+            ("activity_search", bench_activity_search, search_rows),
         ):
             store = Store(kind, pg_url, work / f"{kind}-{name}")
             console.print(f"[bold]{kind}[/bold] {name} ...")

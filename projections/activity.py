@@ -64,6 +64,7 @@ class ActivityProjection(Projection):
         self._calls: dict[tuple[str, str], dict[str, Any]] = {}
         self._endings: list[dict[str, Any]] = []
         self._workspaces: dict[str, str | None] = {}
+        self._new_sessions: dict[str, str | None] = {}
         self._gone = deleted_sessions.DeletedSessions()
         self._gone.table = self.t["activity_deleted"]
 
@@ -71,17 +72,14 @@ class ActivityProjection(Projection):
         self._calls.clear()
         self._endings.clear()
         self._workspaces.clear()
+        self._new_sessions.clear()
         self._gone.forget()
 
     @handles("Session.Created")
     def session_created(self, cur: Cursor, e: Envelope) -> None:
         workspace = e.data.get("workspace")
         self._workspaces[e.key] = workspace
-        cur.execute(
-            f"INSERT INTO {self.t['activity_sessions']} (session_id, workspace_id) VALUES (?, ?) "
-            "ON CONFLICT (session_id) DO NOTHING",
-            (e.key, workspace),
-        )
+        self._new_sessions[e.key] = workspace
 
     @handles("HookDispatch.Created")
     def dispatched(self, cur: Cursor, e: Envelope) -> None:
@@ -133,6 +131,13 @@ class ActivityProjection(Projection):
         return self._workspaces[session_id]
 
     def end_batch(self, cur: Cursor) -> None:
+        if self._new_sessions:
+            cur.executemany(
+                f"INSERT INTO {self.t['activity_sessions']} (session_id, workspace_id) "
+                "VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING",
+                list(self._new_sessions.items()),
+            )
+            self._new_sessions.clear()
         if self._calls:
             calls = list(self._calls.values())
             columns = (*_CALL_COLUMNS, *_ENDINGS[1:])
@@ -223,7 +228,9 @@ def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, 
     sql = f"SELECT a.* FROM {source}"
     if where:
         sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
-    sql += " ORDER BY a.position DESC LIMIT ?"
+    text_led = q.contains and len(q.contains) >= MIN_TEXT_SEARCH and store.dialect == "sqlite"
+    sql += " ORDER BY rm_activity_text.rowid DESC" if text_led else " ORDER BY a.position DESC"
+    sql += " LIMIT ?"
     rows = store.query(sql, [*params, q.limit])
     items = [_item(r) for r in rows]
     next_before = items[-1]["position"] if len(items) == q.limit else None
@@ -233,10 +240,12 @@ def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, 
 def _text_search(dialect: str, text: str) -> tuple[str, list[Any]]:
     """The FROM clause that restricts `a` to summaries containing `text` (any case)."""
     if dialect == "sqlite":
-        # An FTS5 trigram phrase matches a substring; quotes inside are doubled.
+        # An FTS5 trigram phrase matches a substring; quotes inside are doubled. The text
+        # index leads (CROSS JOIN fixes the order) and hands its matches newest first, so
+        # a common word stops at `limit` instead of sorting every match.
         phrase = '"' + text.replace('"', '""') + '"'
         return (
-            "rm_activity_text JOIN rm_activity a ON a.position = rm_activity_text.rowid "
+            "rm_activity_text CROSS JOIN rm_activity a ON a.position = rm_activity_text.rowid "
             "WHERE rm_activity_text MATCH ?",
             [phrase],
         )

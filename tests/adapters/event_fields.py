@@ -10,13 +10,24 @@ from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 
 
+# Typed in the event, but handed to managed handlers inside `detail` (§6.2), where the
+# runtime's other extra fields are (infra/hook_wire.py:build_request_body).
+IN_DETAIL = ("cwd", "permission_mode", "agent_type", "duration_ms", "error", "is_interrupt")
+
+
 def wire_fields(ev: LifecycleEvent) -> dict[str, Any]:
-    """Set fields by their §6.3 names; `detail` always (as the adapters always set it)."""
+    """Set fields by their §6.3 names, as a handler sees them; `detail` always (as the
+    adapters always set it)."""
     view: dict[str, Any] = {}
+    detail = dict(ev.detail)
     for field in fields(ev):
         value = getattr(ev, field.name)
-        if field.name == "detail" or value is not None:
+        if field.name in IN_DETAIL:
+            if value is not None:
+                detail[to_camel(field.name)] = value
+        elif field.name != "detail" and value is not None:
             view[to_camel(field.name)] = value
+    view["detail"] = detail
     return view
 
 
