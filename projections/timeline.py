@@ -112,7 +112,10 @@ def entry_of(d: dict[str, Any], position: int, at: str) -> tuple[str, dict[str, 
 
 
 def deciding_handler(d: dict[str, Any]) -> str | None:
-    """The handler that made a dispatch's decision: the last run with that outcome."""
+    """The handler that made a dispatch's decision: the last run with that outcome. A
+    pass is what happens when no handler objects, so no handler is named for it."""
+    if d["outcome"] == "pass":
+        return None
     deciding = [run for run in d["runs"] or () if run.get("outcome") == d["outcome"]]
     return deciding[-1].get("handler_id") if deciding else None
 

@@ -519,6 +519,7 @@ function parseRoute() {
   if (name === "tasks" && arg) return { view: "task", arg };
   if (name === "sessions" && arg) return { view: "session", arg };
   if (name === "stream" && arg) return { view: "stream", arg };
+  if (name && name.startsWith("activity")) return { view: "activity", arg: location.hash.split("?")[1] || "" };
   if (["tasks", "sessions", "autonomy", "audit"].includes(name)) return { view: name };
   return { view: "tasks" };
 }
@@ -1318,7 +1319,7 @@ function rerun() {
 
 // ---------------------------------------------------------------- one session: hook timeline
 
-const sessionView = { id: null, openTurns: new Map() };
+const sessionView = { id: null, openTurns: new Map(), openCalls: new Map() };
 
 async function loadSession(id) {
   const [session, hooks] = await Promise.all([
@@ -1345,6 +1346,113 @@ async function loadSession(id) {
     ["Event stream", streamLink(session.id)],
   ]);
   renderTimeline(hooks.turns || []);
+  const calls = await api(`/api/sessions/${encodeURIComponent(id)}/timeline?limit=50`);
+  if (sessionView.id !== id) return;
+  renderCalls(calls.items || []);
+}
+
+function callRow(call) {
+  const rewritten = call.rewrittenInput !== null && call.rewrittenInput !== undefined;
+  const classes = ["call", call.decision === "deny" ? "denied" : "", rewritten ? "rewritten" : ""];
+  return h(
+    "li",
+    { class: classes.filter(Boolean).join(" "), "data-call": call.toolCallId || "" },
+    h("span", { class: "tool" }, call.tool || "?"),
+    " ",
+    h("code", { class: "what" }, call.summary || "(no input recorded)"),
+    " ",
+    badge(call.decision || "no decision"),
+    call.handlerId ? h("span", { class: "muted" }, ` by ${call.handlerId}`) : null,
+    " ",
+    badge(call.status),
+    call.durationMs !== null && call.durationMs !== undefined ? ` ${call.durationMs} ms` : "",
+    call.bytes !== null && call.bytes !== undefined ? ` · ${call.bytes} B` : "",
+    call.reason ? h("div", { class: "reason" }, call.reason) : null,
+    call.error ? h("div", { class: "reason" }, `Error: ${firstLine(call.error, 200)}`) : null,
+    rewritten
+      ? h(
+          "div",
+          { class: "rewrite" },
+          "Rewritten from ",
+          h("code", null, json(call.originalInput)),
+          " to ",
+          h("code", null, json(call.rewrittenInput)),
+        )
+      : null,
+  );
+}
+
+function renderCalls(turns) {
+  const items = turns.map((turn, index) => {
+    const key = turn.turnId || `@${turn.position}`;
+    const prompt = turn.prompt && turn.prompt.text ? firstLine(turn.prompt.text, 100) : "(no prompt)";
+    const summary = h(
+      "summary",
+      null,
+      h("span", { class: "turn-name" }, `Turn ${turns.length - index}`),
+      " · ",
+      timeEl(turn.at),
+      " · ",
+      h("span", { class: "prompt" }, prompt),
+      ` · ${plural(turn.toolCalls, "tool call")} `,
+      turn.denials ? h("span", { class: "badge s-deny" }, plural(turn.denials, "denial")) : null,
+      turn.failure ? h("span", { class: "badge s-failed" }, "failed") : null,
+    );
+    const calls = h("ol", { class: "calls" }, turn.calls.map(callRow));
+    const agents = turn.subagents.map((agent) =>
+      h(
+        "div",
+        { class: "subagent", "data-subagent": agent.subagentId || "" },
+        h("p", null, "Subagent ", h("strong", null, agent.agentType || "agent"), " ",
+          h("code", { class: "muted" }, agent.subagentId || ""),
+          agent.prompt ? `: ${firstLine(agent.prompt, 100)}` : ""),
+        h("ol", { class: "calls" }, agent.calls.map(callRow)),
+        agent.summary ? h("p", { class: "muted" }, firstLine(agent.summary, 200)) : null,
+      ),
+    );
+    const ending = [
+      turn.stop && turn.stop.summary ? h("p", { class: "stop" }, "Stop: ", firstLine(turn.stop.summary, 300)) : null,
+      turn.failure ? h("p", { class: "error" }, `Failed: ${turn.failure.error || "unknown"}`) : null,
+    ];
+    const open = sessionView.openCalls.get(key) ?? index === 0;
+    const details = h("details", { class: "turn", open, "data-turn": key }, summary, calls, ...agents, ...ending);
+    details.addEventListener("toggle", () => sessionView.openCalls.set(key, details.open));
+    return details;
+  });
+  if (!items.length) items.push(h("p", { class: "muted" }, "No recorded activity for this session."));
+  $("#calls").replaceChildren(...items);
+}
+
+/** The session's export, fetched with the key (a plain link could not send it). */
+async function downloadExport() {
+  const id = sessionView.id;
+  const key = currentKey();
+  const response = await fetch(`/api/sessions/${encodeURIComponent(id)}/export`, {
+    headers: key ? { "x-tachograph-key": key } : {},
+    cache: "no-store",
+  });
+  if (!response.ok) {
+    let message = `The server answered ${response.status}.`;
+    try {
+      message = (await response.json()).message || message;
+    } catch {
+      // not JSON: keep the status
+    }
+    throw new ApiError(response.status, `http_${response.status}`, message);
+  }
+  const url = URL.createObjectURL(await response.blob());
+  const anchor = h("a", { href: url, download: `session-${id}.ndjson` });
+  document.body.append(anchor);
+  anchor.click();
+  anchor.remove();
+  URL.revokeObjectURL(url);
+}
+
+function setAllCalls(open) {
+  for (const details of document.querySelectorAll("#calls details.turn")) {
+    details.open = open;
+    sessionView.openCalls.set(details.dataset.turn, open);
+  }
 }
 
 const OUTCOME_RANK = { deny: 3, continue: 2, modify: 1, pass: 0 };
@@ -1416,7 +1524,10 @@ function renderTimeline(turns) {
 }
 
 views.session = (id) => {
-  if (sessionView.id !== id) sessionView.openTurns = new Map();
+  if (sessionView.id !== id) {
+    sessionView.openTurns = new Map();
+    sessionView.openCalls = new Map();
+  }
   sessionView.id = id;
   guarded($("#session-error"), () => loadSession(id));
 };
@@ -1426,6 +1537,79 @@ function setAllTurns(open) {
     details.open = open;
     sessionView.openTurns.set(details.dataset.turn, open);
   }
+}
+
+// ---------------------------------------------------------------- auditor search
+
+const ACTIVITY_FILTERS = ["contains", "tool", "workspaceId", "sessionId", "outcome", "since", "until"];
+const activityView = { next: null, query: "" };
+
+function localToIso(value) {
+  return value ? new Date(value).toISOString() : "";
+}
+
+function isoToLocal(value) {
+  if (!value) return "";
+  const d = new Date(value);
+  if (Number.isNaN(d.getTime())) return "";
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+function activityRow(item) {
+  return h(
+    "tr",
+    { "data-position": String(item.position), class: item.decision === "deny" ? "denied" : "" },
+    h("td", { class: "when" }, timeEl(item.at)),
+    h("td", null, link(`#sessions/${item.sessionId}`, shortId(item.sessionId))),
+    h("td", null, item.tool || "?"),
+    h("td", null, h("code", null, item.summary || "")),
+    h("td", null, badge(item.decision), item.handlerId ? h("span", { class: "muted" }, ` ${item.handlerId}`) : null),
+    h("td", null, badge(item.status)),
+  );
+}
+
+async function loadActivity(query, append) {
+  const params = new URLSearchParams(query);
+  params.set("limit", "50");
+  if (append && activityView.next) params.set("before", String(activityView.next));
+  const page = await api(`/api/activity?${params}`);
+  if (activityView.query !== query) return;
+  activityView.next = page.next;
+  const rows = page.items.map(activityRow);
+  if (!append && !rows.length) rows.push(h("tr", null, h("td", { colspan: "6", class: "muted" }, "No recorded tool call matches.")));
+  if (append) $("#activity-rows").append(...rows);
+  else $("#activity-rows").replaceChildren(...rows);
+  $("#activity-more").hidden = !page.next;
+}
+
+views.activity = (query) => {
+  const params = new URLSearchParams(query);
+  const form = $("#activity-form");
+  for (const name of ACTIVITY_FILTERS) {
+    const value = params.get(name) || "";
+    form.elements[name].value = name === "since" || name === "until" ? isoToLocal(value) : value;
+  }
+  activityView.query = query;
+  activityView.next = null;
+  guarded($("#activity-error"), () => loadActivity(query, false));
+};
+
+function wireActivity() {
+  $("#activity-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const form = event.target;
+    const params = new URLSearchParams();
+    for (const name of ACTIVITY_FILTERS) {
+      const raw = form.elements[name].value.trim();
+      const value = name === "since" || name === "until" ? localToIso(raw) : raw;
+      if (value) params.set(name, value);
+    }
+    location.hash = `activity?${params}`;
+  });
+  $("#activity-more").addEventListener("click", () =>
+    guarded($("#activity-error"), () => loadActivity(activityView.query, true)),
+  );
 }
 
 // ---------------------------------------------------------------- autonomy
@@ -1819,6 +2003,10 @@ function start() {
     guarded($("#session-error"), () => loadSession(sessionView.id)),
   );
   $("#timeline-expand").addEventListener("click", () => setAllTurns(true));
+  $("#calls-expand").addEventListener("click", () => setAllCalls(true));
+  $("#calls-collapse").addEventListener("click", () => setAllCalls(false));
+  $("#session-export").addEventListener("click", () => guarded($("#session-error"), downloadExport));
+  wireActivity();
   $("#timeline-collapse").addEventListener("click", () => setAllTurns(false));
   $("#verify-run").addEventListener("click", runVerify);
   $("#stream-lookup").addEventListener("submit", (event) => {

@@ -9,7 +9,6 @@ from domain.casing import to_camel
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 
-
 # Typed in the event, but handed to managed handlers inside `detail` (§6.2), where the
 # runtime's other extra fields are (infra/hook_wire.py:build_request_body).
 IN_DETAIL = ("cwd", "permission_mode", "agent_type", "duration_ms", "error", "is_interrupt")

@@ -483,3 +483,61 @@ def test_autonomy_toggles_policy_ignores_a_signal_and_reverts_with_refusals(
     page.has_text(f"[data-signal-id='{stuck}']", "ignored")
     assert api.get(f"/api/autonomy/signals/{stuck}")["status"] == "ignored"
     assert page.console_errors() == []
+
+
+def test_a_session_shows_what_the_agent_did_and_the_search_links_a_call(
+    page: Browser, site: Site
+) -> None:
+    api = site.api
+    sid = api.post("/api/sessions", {"workspaceId": "default"}, 201)["id"]
+    events = hook_events("Clean the build")
+    events[1]["toolCallId"] = "call-rm"
+    events[2]["toolCallId"] = "call-read"
+    events.insert(
+        3,
+        {
+            "event": "PostToolUse",
+            "turnId": "turn-1",
+            "toolName": "Read",
+            "toolCallId": "call-read",
+            "toolInput": {"file_path": "README.md"},
+            "toolResponse": "# readme",
+            "durationMs": 12,
+        },
+    )
+    for event in events:
+        api.post(f"/api/sessions/{sid}/events", event)
+    wait_until(lambda: len(api.get(f"/api/sessions/{sid}/timeline")["items"]) == 2)
+
+    page.go(f"sessions/{sid}")
+    newest = page.visible("#calls details.turn[data-turn='turn-2']")
+    assert newest.get_attribute("open") is not None, "the newest turn starts open"
+    first = page.find("#calls details.turn[data-turn='turn-1']")
+    summary = first.find_element(By.TAG_NAME, "summary")
+    assert "Clean the build" in summary.text
+    assert "2 tool calls" in summary.text and "1 denial" in summary.text
+    summary.send_keys(Keys.ENTER)
+    page.until(lambda: first.get_attribute("open") is not None)
+    denied = first.find_element(By.CSS_SELECTOR, "li.call.denied[data-call='call-rm']")
+    assert "rm -rf build" in denied.text and "tool-policy" in denied.text
+    assert "Bash is not allowed in this workspace." in denied.text
+    read = first.find_element(By.CSS_SELECTOR, "li.call[data-call='call-read']")
+    assert "README.md" in read.text and "ok" in read.text and "12 ms" in read.text
+    assert "waits for the session cookie" in first.text
+    page.screenshot("17-session-calls")
+
+    page.go(f"activity?contains=rm+-rf&sessionId={sid}")
+    row = page.visible("#activity-rows tr.denied")
+    assert "rm -rf build" in row.text and "deny" in row.text
+    assert page.js("return document.querySelector('#activity-form [name=contains]').value") == (
+        "rm -rf"
+    )
+    assert len(page.find_all("#activity-rows tr")) == 1
+    page.screenshot("18-activity-search")
+    row.find_element(By.CSS_SELECTOR, "a").click()
+    page.has_text("#session-fields", sid)
+    page.go("activity")
+    page.visible("#activity-form [name=tool]").send_keys("Read", Keys.ENTER)
+    page.until(lambda: "tool=Read" in page.js("return location.hash"))
+    page.until(lambda: "README.md" in page.text("#activity-rows"))
+    assert page.console_errors() == []
