@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -54,6 +55,7 @@ class HookDispatch(TachographAggregate):
         note: str | None,
         actor: str,
         facts: dict[str, Any] | None = None,
+        received_at: datetime | None = None,
     ) -> None:
         self.session_id = session_id
         self.event_name = event_name
@@ -67,6 +69,7 @@ class HookDispatch(TachographAggregate):
         self.runs = runs
         self.note = note
         self.facts = facts
+        self.received_at = received_at
 
 
 # Version 2 stores `runs` with snake_case keys; version 1 (earlier releases) stored the
@@ -86,9 +89,10 @@ def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
 
 
 def _upcast_created_v2_v3(state: dict[str, Any]) -> None:
-    # Version 3 records the call's facts (domain/dispatch_facts.py); earlier releases kept
-    # none, which is what "no facts" says.
+    # Version 3 records the call's facts (domain/dispatch_facts.py) and when the hook
+    # arrived; earlier releases kept neither, which is what None says.
     state["facts"] = None
+    state["received_at"] = None
 
 
 HookDispatch.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]

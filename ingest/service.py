@@ -164,6 +164,7 @@ class HookIngest:
         `create_in`: the workspace to create an agent's session in on its first event;
         None when the session must exist already (NotFound otherwise).
         """
+        received = self._clock()
         if create_in is None:
             self.require_session(session_id)
         else:
@@ -177,9 +178,10 @@ class HookIngest:
                 return stored
         session = self._sessions.load(session_id) if ev.event == "Stop" and handlers else None
         continues = session.stop_continues(ev.turn_id) if session is not None else 0
-        decision = self._decide(session_id, ev, dispatch_id, handlers, policy, continues)
+        decision = self._decide(session_id, ev, dispatch_id, handlers, policy, continues, received)
         answer, note = render(ev.event, decision) if render is not None else (None, None)
-        created = creation_event(**self._record(session_id, ev, dispatch_id, decision, note, actor))
+        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received)
+        created = creation_event(**fields)
         try:
             position = self._append(session_id, ev, dispatch_id, decision, created, session)
         except IntegrityError:
@@ -211,10 +213,11 @@ class HookIngest:
         """
         if session_id not in self.known or self._handlers_for(ev):
             return False
+        received = self._clock()
         dispatch_id = dispatch_id_for(ev.event_id)
-        decision = self._decide(session_id, ev, dispatch_id, [], policy, 0)
+        decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
         answer, note = render(ev.event, decision) if render is not None else (None, None)
-        fields = self._record(session_id, ev, dispatch_id, decision, note, actor)
+        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received)
         decided = Ingested(dispatch_id, decision, answer, None, False)
 
         def settle(outcome: int | BaseException) -> None:
@@ -242,12 +245,13 @@ class HookIngest:
         handlers: list[HookHandler],
         policy: ToolPolicy | None,
         continues: int,
+        received: datetime,
     ) -> Decision:
         if not handlers and (policy is None or ev.event != "PreToolUse"):
             decision = PASS
         else:
             dispatch = Dispatch(
-                request=self._request(session_id, ev, dispatch_id),
+                request=self._request(session_id, ev, dispatch_id, received),
                 policy=policy,
                 policy_input=ev.tool_input,
                 cwd=_working_directory(ev) if policy is not None else None,
@@ -260,7 +264,9 @@ class HookIngest:
             log.exception("dispatch observer failed")
         return decision
 
-    def _request(self, session_id: UUID, ev: LifecycleEvent, dispatch_id: UUID) -> HandlerRequest:
+    def _request(
+        self, session_id: UUID, ev: LifecycleEvent, dispatch_id: UUID, received: datetime
+    ) -> HandlerRequest:
         return HandlerRequest(
             event_id=ev.event_id or str(dispatch_id),
             event=ev.event,
@@ -270,7 +276,7 @@ class HookIngest:
             tool_name=ev.tool_name,
             agent=ev.agent,
             model=ev.model,
-            timestamp=self._clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            timestamp=received.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             tool_input=redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools),
             tool_response=redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools),
             prompt=ev.prompt,
@@ -293,6 +299,7 @@ class HookIngest:
         decision: Decision,
         note: str | None,
         actor: str,
+        received: datetime,
     ) -> dict[str, Any]:
         """The fields of the HookDispatch that records this decision."""
         return {
@@ -322,6 +329,7 @@ class HookIngest:
             "facts": dispatch_facts(ev, decision, self.redacted_tools)
             if self.record_facts
             else None,
+            "received_at": received,
         }
 
     def _append(

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from projections import deleted_sessions
-from projections.base import Envelope, Projection, handles
+from projections import deleted_sessions, recorded_clock
+from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
 from projections.timeline import call_status, deciding_handler
 
@@ -33,6 +33,8 @@ _CALL_COLUMNS = (
     "at",
     "agent",
     "subagent_id",
+    "received_at",
+    "recorded_at",
 )
 _ENDINGS = ("status", "bytes", "duration_ms")
 MIN_TEXT_SEARCH = 3  # a trigram index finds substrings of at least three characters
@@ -45,7 +47,8 @@ class ActivityProjection(Projection):
             "CREATE TABLE IF NOT EXISTS {t} (position BIGINT PRIMARY KEY, "
             "session_id TEXT NOT NULL, workspace_id TEXT, turn_id TEXT, tool_call_id TEXT, "
             "tool TEXT, summary TEXT, decision TEXT NOT NULL, handler_id TEXT, status TEXT, "
-            "bytes BIGINT, duration_ms BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT)",
+            "bytes BIGINT, duration_ms BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT, "
+            "received_at TEXT, recorded_at TEXT NOT NULL)",
             # A call's Post finds its row; the filters each read newest first.
             "CREATE INDEX IF NOT EXISTS {t}_call ON {t} (session_id, tool_call_id)",
             "CREATE INDEX IF NOT EXISTS {t}_tool ON {t} (tool, position)",
@@ -57,6 +60,7 @@ class ActivityProjection(Projection):
             "CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY, workspace_id TEXT)"
         ],
         "activity_deleted": [deleted_sessions.DDL],
+        "activity_clock": [recorded_clock.DDL],
     }
 
     def __init__(self, prefix: str = "rm_") -> None:
@@ -67,6 +71,8 @@ class ActivityProjection(Projection):
         self._new_sessions: dict[str, str | None] = {}
         self._gone = deleted_sessions.DeletedSessions()
         self._gone.table = self.t["activity_deleted"]
+        self._clock = recorded_clock.RecordedClock()
+        self._clock.table = self.t["activity_clock"]
 
     def begin_batch(self, cur: Cursor) -> None:
         self._calls.clear()
@@ -74,6 +80,7 @@ class ActivityProjection(Projection):
         self._workspaces.clear()
         self._new_sessions.clear()
         self._gone.forget()
+        self._clock.begin(cur)
 
     @handles("Session.Created")
     def session_created(self, cur: Cursor, e: Envelope) -> None:
@@ -87,6 +94,7 @@ class ActivityProjection(Projection):
         event = d["event_name"]
         if event not in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
             return
+        recorded = self._clock.stamp(e.at)
         session_id = str(d["session_id"])
         if self._gone.is_gone(cur, session_id):
             return
@@ -107,6 +115,8 @@ class ActivityProjection(Projection):
                 "at": e.at,
                 "agent": d["agent"],
                 "subagent_id": d["subagent_id"],
+                "received_at": iso(d["received_at"]) if d.get("received_at") else None,
+                "recorded_at": recorded,
             }
             return
         ending = {
@@ -131,6 +141,7 @@ class ActivityProjection(Projection):
         return self._workspaces[session_id]
 
     def end_batch(self, cur: Cursor) -> None:
+        self._clock.end(cur)
         if self._new_sessions:
             cur.executemany(
                 f"INSERT INTO {self.t['activity_sessions']} (session_id, workspace_id) "
@@ -182,7 +193,8 @@ class ActivityProjection(Projection):
 
 @dataclass(frozen=True)
 class ActivityQuery:
-    """Filters of `GET /api/activity`; None means any."""
+    """Filters of `GET /api/activity`; None means any. `since` and `until` bound
+    `recorded_at` (projections/recorded_clock.py), the time that agrees with the log."""
 
     tool: str | None = None
     contains: str | None = None
@@ -209,10 +221,10 @@ def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, 
             where.append(f"{column} = ?")
             params.append(value)
     if q.since is not None:
-        where.append("a.at >= ?")
+        where.append("a.recorded_at >= ?")
         params.append(q.since)
     if q.until is not None:
-        where.append("a.at < ?")
+        where.append("a.recorded_at < ?")
         params.append(q.until)
     if q.before is not None:
         where.append("a.position < ?")
@@ -277,4 +289,6 @@ def _item(r: dict[str, Any]) -> dict[str, Any]:
         "durationMs": r["duration_ms"],
         "agent": r["agent"],
         "subagentId": r["subagent_id"],
+        "receivedAt": r["received_at"],
+        "recordedAt": r["recorded_at"],
     }

@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from projections import deleted_sessions
-from projections.base import Envelope, Projection, handles
+from projections import deleted_sessions, recorded_clock
+from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
 
 CALL_CAP = 2000
@@ -58,6 +58,8 @@ COLUMNS: dict[str, str] = {
     "error": LAST,
     "result": LAST,
     "last_position": LAST,
+    "received_at": FIRST,
+    "recorded_at": FIRST,
 }
 _NAMES = ("session_id", "entry_key", *COLUMNS)
 
@@ -72,12 +74,14 @@ def entry_of(d: dict[str, Any], position: int, at: str) -> tuple[str, dict[str, 
     if event not in TIMELINE_EVENTS:
         return None
     facts = d.get("facts") or {}
+    received = d.get("received_at")
     entry: dict[str, Any] = {
         "turn_key": d["turn_id"],
         "lane": "turn",
         "position": position,
         "last_position": position,
         "at": at,
+        "received_at": iso(received) if received is not None else None,
         "subagent_id": d["subagent_id"],
         "agent_type": facts.get("agent_type"),
     }
@@ -198,11 +202,13 @@ class TimelineProjection(Projection):
             "summary TEXT, subagent_id TEXT, agent_type TEXT, text TEXT, decision TEXT, "
             "handler_id TEXT, reason TEXT, rewritten TEXT, original TEXT, status TEXT, "
             "bytes BIGINT, duration_ms BIGINT, error TEXT, result TEXT, "
+            "received_at TEXT, recorded_at TEXT NOT NULL, "
             "PRIMARY KEY (session_id, entry_key))",
             # Capping walks a lane newest first; pages of turns read a session's rows.
             "CREATE INDEX IF NOT EXISTS {t}_lane ON {t} (session_id, lane, position)",
         ],
         "timeline_deleted": [deleted_sessions.DDL],
+        "timeline_clock": [recorded_clock.DDL],
     }
 
     def __init__(self, prefix: str = "rm_") -> None:
@@ -211,6 +217,8 @@ class TimelineProjection(Projection):
         self._turns = CurrentTurns()
         self._gone = deleted_sessions.DeletedSessions()
         self._gone.table = self.t["timeline_deleted"]
+        self._clock = recorded_clock.RecordedClock()
+        self._clock.table = self.t["timeline_clock"]
         self._upsert = self._upsert_statement()
 
     def _upsert_statement(self) -> str:
@@ -231,16 +239,19 @@ class TimelineProjection(Projection):
         self._entries.clear()
         self._turns = CurrentTurns()
         self._gone.forget()
+        self._clock.begin(cur)
 
     @handles("HookDispatch.Created")
     def dispatched(self, cur: Cursor, e: Envelope) -> None:
         found = entry_of(e.data, e.position, e.at)
         if found is None:
             return
+        recorded = self._clock.stamp(e.at)  # every entry's event, shown or not: see below
         session_id = str(e.data["session_id"])
         if self._gone.is_gone(cur, session_id):
             return
         key, entry = found
+        entry["recorded_at"] = recorded
         self._turns.place(session_id, entry, lambda sid: self._latest_turn(cur, sid))
         slot = (session_id, key)
         earlier = self._entries.get(slot)
@@ -256,6 +267,7 @@ class TimelineProjection(Projection):
         return None if row is None else str(row["turn_key"])
 
     def end_batch(self, cur: Cursor) -> None:
+        self._clock.end(cur)
         if not self._entries:
             return
         rows = [
@@ -321,13 +333,19 @@ def timeline_from_log(
     (position, at, data), for what the read model no longer keeps; newest turn first."""
     entries: dict[str, dict[str, Any]] = {}
     turns = CurrentTurns()
+    # recorded_at as the read model derives it: advanced by the same events (every
+    # timeline event of the log, whichever session), so both give the same values.
+    latest = ""
     for position, at, data in dispatches:
+        if data["event_name"] in TIMELINE_EVENTS:
+            latest = max(latest, at)
         if str(data["session_id"]) != session_id:
             continue
         found = entry_of(data, position, at)
         if found is None:
             continue
         key, entry = found
+        entry["recorded_at"] = latest
         turns.place(session_id, entry)
         earlier = entries.get(key)
         entries[key] = merge(earlier, entry) if earlier is not None else entry
@@ -348,6 +366,7 @@ def build_turns(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "turnId": None if key.startswith("@") or not key else key,
                 "position": int(row["position"]),
                 "at": row["at"],
+                "recordedAt": row["recorded_at"],
                 "prompt": None,
                 "calls": [],
                 "subagents": [],
@@ -411,6 +430,8 @@ def _call(row: dict[str, Any]) -> dict[str, Any]:
         "error": row["error"],
         "agentType": row["agent_type"],
         "at": row["at"],
+        "receivedAt": row["received_at"],
+        "recordedAt": row["recorded_at"],
         "position": int(row["position"]),
     }
 

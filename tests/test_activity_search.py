@@ -80,7 +80,7 @@ def test_search_by_text_tool_workspace_session_and_decision(
     first, second, at = seed(client, settings)
     pushed = search(client, at, contains="push --force")
     assert summaries(pushed) == ["GIT PUSH --FORCE upstream", "git push --force origin main"]
-    assert pushed["sortedBy"] == "position"
+    assert pushed["sortedBy"] == "recordedAt"
     newest, oldest = pushed["items"]
     assert (oldest["sessionId"], oldest["workspaceId"], oldest["status"]) == (
         first,

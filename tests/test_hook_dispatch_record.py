@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
@@ -32,6 +33,7 @@ FIELDS: dict[str, Any] = {
     "note": None,
     "actor": "test",
     "facts": {"input_summary": "ls", "input": {"command": "ls"}},
+    "received_at": datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def test_a_real_session_shows_its_commands_files_and_summary(client: TestClient)
     payloads = scenario("basic")
     session_id = replay(client, payloads)
     body = timeline(client, session_id)
-    assert body["sortedBy"] == "position" and body["next"] is None
+    assert body["sortedBy"] == "recordedAt" and body["next"] is None
     (turn,) = body["items"]
     assert turn["turnId"] == payloads[1]["prompt_id"]
     assert turn["prompt"]["text"] == "Run a shell command, then write hello.txt."
@@ -203,3 +204,38 @@ def test_the_read_model_keeps_the_latest_2000_calls_and_the_log_keeps_all(
     assert kept["prompt"]["text"] == "many"
     (whole,) = timeline(client, sid, source="log")["items"]
     assert len(whole["calls"]) == CALL_CAP + 5 and whole["calls"][0]["summary"] == "echo 0"
+
+
+def test_recorded_at_follows_the_log_under_concurrent_writers(client: TestClient) -> None:
+    sid = new_session(client)
+    event(sid, client, event="UserPromptSubmit", turnId="t", prompt="race")
+
+    def writer(w: int) -> None:
+        for n in range(130):
+            response = client.post(
+                f"/api/sessions/{sid}/events",
+                json={
+                    "event": "PreToolUse",
+                    "turnId": "t",
+                    "toolName": "Bash",
+                    "toolCallId": f"w{w}-{n}",
+                    "toolInput": {"command": f"echo {w} {n}"},
+                },
+            )
+            assert response.status_code == 200, response.text
+            posted(client, response)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(writer, range(4)))
+    (turn,) = timeline(client, sid, minPosition=max_position(client))["items"]
+    calls = turn["calls"]
+    assert len(calls) == 4 * 130
+    assert [c["position"] for c in calls] == sorted(c["position"] for c in calls)
+    recorded = [c["recordedAt"] for c in calls]
+    assert recorded == sorted(recorded)  # chronological is log order
+    assert all(c["recordedAt"] >= c["at"] >= c["receivedAt"] for c in calls)
+
+
+def max_position(client: TestClient) -> str:
+    services = client.app.state.services  # type: ignore[attr-defined]
+    return str(services.app.recorder.max_notification_id())

@@ -47,7 +47,7 @@ def activity(
         limit=limit,
     )
     items, next_before = search_activity(services.store, query)
-    return {"items": items, "next": next_before, "sortedBy": "position"}
+    return {"items": items, "next": next_before, "sortedBy": "recordedAt"}
 
 
 def _at(value: AwareDatetime | None) -> str | None:

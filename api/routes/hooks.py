@@ -58,9 +58,11 @@ def session_hooks(
     """The latest 500 hook audit records of the session, oldest first (or grouped per turn)."""
     _require_visible(services, session_id)
     records = session_hook_records(services.store, str(session_id))
+    # Log order: by position, which recordedAt (GET .../timeline) follows; `at` is when
+    # each event was created, a millisecond out of that order under concurrent writers.
     if groupBy == "turn":
-        return {"turns": group_by_turn(records)}
-    return {"items": records}
+        return {"turns": group_by_turn(records), "sortedBy": "position"}
+    return {"items": records, "sortedBy": "position"}
 
 
 @router.get("/{session_id}/timeline")
@@ -87,7 +89,7 @@ def session_timeline(
         before=before,
         from_log=source == "log",
     )
-    return {"items": items, "next": next_before, "sortedBy": "position"}
+    return {"items": items, "next": next_before, "sortedBy": "recordedAt"}
 
 
 @router.get("/{session_id}/export", response_model=None)
