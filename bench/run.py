@@ -227,6 +227,7 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
         stored = _position(httpx.post(url, json=EVENT_BODY)) - before - 1
         assert stored >= measured["requests"] - measured["non2xx"], (stored, measured)
         claude = _claude_hooks(base, seconds)
+    metadata = _ingest_names_only(store, seconds, work)
     bare_port = free_port()
     with baseline("bare_app", bare_port, {}, work / "bare.log"):
         bare_url = f"http://127.0.0.1:{bare_port}/api/sessions/x/events"
@@ -259,7 +260,33 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
         "ratio_vs_raw_insert": measured["rps"] / raw["rps"],
         "serve_peak_rss_mb": rss,
         "claude_hook": {**claude, "ratio_vs_ingest": claude["events_per_s"] / measured["rps"]},
+        "facts_vs_metadata": {
+            "workload": "the same two loads on a server with TACHOGRAPH_RECORD=metadata",
+            "metadata_events_per_s": metadata["events_per_s"],
+            "metadata_claude_events_per_s": metadata["claude_events_per_s"],
+            "ingest_ratio": measured["rps"] / metadata["events_per_s"],
+            "claude_ratio": claude["events_per_s"] / metadata["claude_events_per_s"],
+        },
     }
+
+
+def _ingest_names_only(store: Store, seconds: int, work: Path) -> dict[str, float]:
+    """The ingest and Claude-route loads on a server that records names only, no facts."""
+    names = Store(store.kind, store.pg_url, store.root.with_name(store.root.name + "-metadata"))
+    port = free_port()
+    try:
+        with serve(
+            names, port, work / "serve-ingest-metadata.log", {"TACHOGRAPH_RECORD": "metadata"}
+        ):
+            base = f"http://127.0.0.1:{port}"
+            session = httpx.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()
+            url = f"{base}/api/sessions/{session['id']}/events"
+            wrk(url, EVENT_BODY, 2)  # warm-up
+            measured = wrk(url, EVENT_BODY, seconds)
+            claude = _claude_hooks(base, seconds)
+    finally:
+        names.drop()
+    return {"events_per_s": measured["rps"], "claude_events_per_s": claude["events_per_s"]}
 
 
 def _claude_hooks(base: str, seconds: int) -> dict[str, Any]:

@@ -32,7 +32,14 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     result = json.loads(out.read_text())
     assert result["quick"] is True and list(result["stores"]) == [store_kind]
     figures = result["stores"][store_kind]
-    assert set(figures) == {"ingest", "hook_gateway", "read_your_writes", "task_board", "rebuild"}
+    assert set(figures) == {
+        "ingest",
+        "hook_gateway",
+        "read_your_writes",
+        "task_board",
+        "rebuild",
+        "activity_search",
+    }
     for name, figure in figures.items():
         assert figure["workload"], name  # every figure states its workload size
         assert name in ran.stdout  # and is printed as it is measured
@@ -53,6 +60,21 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert claude["ratio_vs_ingest"] == pytest.approx(
         claude["events_per_s"] / ingest["events_per_s"]
     )
+
+    facts = ingest["facts_vs_metadata"]  # the same loads on a server recording names only
+    assert facts["ingest_ratio"] == pytest.approx(
+        ingest["events_per_s"] / facts["metadata_events_per_s"]
+    )
+    assert facts["claude_ratio"] == pytest.approx(
+        claude["events_per_s"] / facts["metadata_claude_events_per_s"]
+    )
+
+    search = figures["activity_search"]
+    assert search["rows"] == 20_000 and search["load_s"] > 0
+    for query in search["queries"].values():
+        assert 0 < query["p50_ms"] <= query["p99_ms"] <= search["worst_p99_ms"]
+    assert search["queries"]["rare_text"]["items"] == 20  # one call in a thousand matches
+    assert search["queries"]["no_match"]["items"] == 0
 
     gateway = figures["hook_gateway"]
     for series in (gateway["gateway"], gateway["handler_direct"]):
