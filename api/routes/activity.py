@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query
-from pydantic import AwareDatetime
+from pydantic import AfterValidator
 
 from api.deps import Consistent, ServicesDep
 from api.input_limits import MAX_POSITION
@@ -16,6 +17,20 @@ from projections.base import iso
 router = APIRouter(prefix="/api", tags=["activity"])
 
 Text = Annotated[str, Query(min_length=1, max_length=256)]
+ISO_WITH_ZONE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$"
+
+
+def _recorded_time(value: str) -> str:
+    """An ISO-8601 time with a zone, as the read model stores times (fixed-width UTC)."""
+    return iso(datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+# A string, not a datetime: pydantic would also take a number as seconds since 1970.
+Time = Annotated[
+    str,
+    Query(pattern=ISO_WITH_ZONE, description="ISO-8601 with a zone, e.g. 2026-12-01T00:00:00Z"),
+    AfterValidator(_recorded_time),
+]
 
 
 @router.get("/activity")
@@ -27,8 +42,8 @@ def activity(
     workspaceId: Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = None,
     sessionId: UUID | None = None,
     outcome: Literal["pass", "deny", "modify"] | None = None,
-    since: AwareDatetime | None = None,
-    until: AwareDatetime | None = None,
+    since: Time | None = None,
+    until: Time | None = None,
     before: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
@@ -41,15 +56,10 @@ def activity(
         workspace_id=workspaceId,
         session_id=str(sessionId) if sessionId else None,
         outcome=outcome,
-        since=_at(since),
-        until=_at(until),
+        since=since,
+        until=until,
         before=before,
         limit=limit,
     )
     items, next_before = search_activity(services.store, query)
     return {"items": items, "next": next_before, "sortedBy": "recordedAt"}
-
-
-def _at(value: AwareDatetime | None) -> str | None:
-    """As the read model stores times (fixed-width UTC, so strings compare as times)."""
-    return None if value is None else iso(value)
