@@ -84,6 +84,8 @@ def test_a_session_exports_every_event_with_its_checkable_link(
         )
         assert record["link"] == recomputed, record
     assert KEY not in response.text and "[redacted]" in response.text
+    shown = client.get(f"/api/sessions/{session_id}/timeline").json()["items"][0]["calls"]
+    assert shown[0]["summary"] == "GITHUB_TOKEN=[redacted] git push --force"
 
     done = subprocess.run(
         [sys.executable, "-m", "cli.main", "export", "--session", session_id],
