@@ -133,7 +133,7 @@ class CredentialCache:
         self._by_digest: dict[str, _Credential] = {}
         self._position = 0
         self._lock = threading.Lock()
-        self._last_read = 0.0
+        self._last_catch_up = 0.0
         self._used: dict[str, str] = {}
         self._flushed_at = 0.0
         self._stop = threading.Event()
@@ -180,8 +180,14 @@ class CredentialCache:
         return credential.principal()
 
     def may_catch_up(self) -> bool:
-        """Whether an unknown secret may trigger a read now (rate-limited)."""
-        return time.monotonic() - self._last_read >= CATCH_UP_MIN_INTERVAL_S
+        """Whether an unknown secret may trigger a read now: at most one such read per
+        CATCH_UP_MIN_INTERVAL_S. The periodic refresh does not count: one that began just
+        before another replica issued the key would otherwise refuse its first use."""
+        now = time.monotonic()
+        if now - self._last_catch_up < CATCH_UP_MIN_INTERVAL_S:
+            return False
+        self._last_catch_up = now
+        return True
 
     def _note_use(self, label: str) -> None:
         # Whole seconds: a busy agent token then changes its entry once a second at most.
@@ -192,7 +198,6 @@ class CredentialCache:
     def refresh(self) -> None:
         """Apply credential rows changed since the last read."""
         with self._lock:
-            self._last_read = time.monotonic()
             rows = key_rows_since(self.store, self._position)
             for row in rows:
                 credential = _credential(row)
