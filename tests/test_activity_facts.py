@@ -236,6 +236,43 @@ def test_coder_events_record_their_facts(client: TestClient) -> None:
     assert by_id["d-prompt"]["facts"] == {"prompt": "fix the build"}
 
 
+@pytest.mark.parametrize(
+    ("coder_type", "data", "expected"),
+    [
+        ("session_start", {}, {}),
+        ("pre_compact", {}, {}),
+        ("post_compact", {}, {}),
+        ("stop", {}, {}),
+        (
+            "post_tool_use",
+            {
+                "tool_use_id": "t",
+                "tool_name": "bash",
+                "tool_input": {"cmd": "ls"},
+                "tool_response": "a.txt",
+            },
+            {
+                "input": {"cmd": "ls"},
+                "input_summary": "ls",
+                "is_error": False,
+                "response": {
+                    "bytes": 5,
+                    "sha256": hashlib.sha256(b"a.txt").hexdigest(),
+                    "head": "a.txt",
+                },
+            },
+        ),
+    ],
+)
+def test_every_other_coder_event_type_records_what_it_carries(
+    client: TestClient, coder_type: str, data: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    body, headers = coder_request(coder_type, data, dispatch_id=f"d-{coder_type}")
+    assert client.post("/hooks/coder", content=body, headers=headers).status_code == 200
+    (dispatch,) = [d for d in dispatches(client) if d["event_id"] == f"d-{coder_type}"]
+    assert dispatch["facts"] == expected
+
+
 def test_the_generic_route_records_the_facts_it_is_given(client: TestClient) -> None:
     session_id = client.post("/api/sessions", json={"workspaceId": "default"}).json()["id"]
     body = {
