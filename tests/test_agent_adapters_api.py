@@ -552,6 +552,7 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                     assert data.pop("tool_call_id").startswith(f"toolu_{n}_")
                     assert data.pop("event_id").startswith("claude-code:")
                     assert data.pop("dispatch_id") != ""
+                    assert data.pop("received_at") is not None  # when each arrived
                     for run in data["runs"]:  # the handler's own time, measured per call
                         assert isinstance(run.pop("duration_ms"), int)
                 assert answers[0] == answers[1], body
