@@ -4,8 +4,9 @@ in its input summary, decision, workspace, session and time.
 One row per PreToolUse (the call an agent asked to make, and the decision it got); its
 PostToolUse or PostToolUseFailure adds how it ended. Rows are kept until their session
 is deleted (the log keeps everything regardless). The input summaries also go into a
-text-search table with the same row ids, indexed by each store's own means: SQLite's
-FTS5 with the trigram tokenizer, PostgreSQL's pg_trgm (projections/store.py), so a
+text-search table with the same row ids on SQLite (FTS5 with the trigram tokenizer);
+PostgreSQL indexes the summary column itself with pg_trgm, so its planner weighs the
+text index against the others in one table (projections/store.py). Either way a
 substring of three characters or more is found without reading every row.
 """
 
@@ -37,6 +38,7 @@ _CALL_COLUMNS = (
     "recorded_at",
 )
 _ENDINGS = ("status", "bytes", "duration_ms")
+_WORKSPACES_KEPT = 10_000
 MIN_TEXT_SEARCH = 3  # a trigram index finds substrings of at least three characters
 
 
@@ -54,6 +56,7 @@ class ActivityProjection(Projection):
             "CREATE INDEX IF NOT EXISTS {t}_tool ON {t} (tool, position)",
             "CREATE INDEX IF NOT EXISTS {t}_workspace ON {t} (workspace_id, position)",
             "CREATE INDEX IF NOT EXISTS {t}_decision ON {t} (decision, position)",
+            "CREATE TRIGRAM INDEX IF NOT EXISTS {t}_summary_trgm ON {t} (summary)",
         ],
         "activity_text": ["CREATE TEXT SEARCH TABLE IF NOT EXISTS {t} (summary)"],
         "activity_sessions": [
@@ -77,7 +80,10 @@ class ActivityProjection(Projection):
     def begin_batch(self, cur: Cursor) -> None:
         self._calls.clear()
         self._endings.clear()
-        self._workspaces.clear()
+        # A session's workspace never changes, so what was read stays true across
+        # batches (and replicas); kept bounded.
+        if len(self._workspaces) > _WORKSPACES_KEPT:
+            self._workspaces.clear()
         self._new_sessions.clear()
         self._gone.forget()
         self._clock.begin(cur)
@@ -158,7 +164,7 @@ class ActivityProjection(Projection):
                 [tuple(call.get(c) for c in columns) for call in calls],
             )
             texts = [(c["position"], c["summary"]) for c in calls if c["summary"]]
-            if texts:
+            if texts and cur.dialect == "sqlite":  # PostgreSQL indexes `summary` itself
                 cur.executemany(
                     f"INSERT INTO {self.t['activity_text']} (rowid, summary) VALUES (?, ?)",
                     texts,
@@ -261,11 +267,7 @@ def _text_search(dialect: str, text: str) -> tuple[str, list[Any]]:
             "WHERE rm_activity_text MATCH ?",
             [phrase],
         )
-    return (
-        "rm_activity_text x JOIN rm_activity a ON a.position = x.rowid "
-        "WHERE x.summary ILIKE ? ESCAPE '\\'",
-        [f"%{_like_escape(text)}%"],
-    )
+    return ("rm_activity a WHERE a.summary ILIKE ? ESCAPE '\\'", [f"%{_like_escape(text)}%"])
 
 
 def _like_escape(text: str) -> str:

@@ -21,22 +21,28 @@ class RecordedClock:
 
     def __init__(self) -> None:
         self.table = ""
+        self._cur: Cursor | None = None
         self._at = ""
-        self._read = ""
+        self._read: str | None = None
 
     def begin(self, cur: Cursor) -> None:
-        cur.execute(f"SELECT at FROM {self.table} WHERE name = 'recorded'")
-        row = cur.fetchone()
-        self._at = self._read = "" if row is None else str(row["at"])
+        # Read on first use: most batches of most projections stamp nothing.
+        self._cur = cur
+        self._read = None
 
     def stamp(self, at: str) -> str:
         """The recorded_at of the next event in log order whose own time is `at`."""
+        if self._read is None:
+            assert self._cur is not None, "stamp() before begin()"
+            self._cur.execute(f"SELECT at FROM {self.table} WHERE name = 'recorded'")
+            row = self._cur.fetchone()
+            self._at = self._read = "" if row is None else str(row["at"])
         if at > self._at:
             self._at = at
         return self._at
 
     def end(self, cur: Cursor) -> None:
-        if self._at != self._read:
+        if self._read is not None and self._at != self._read:
             cur.execute(
                 f"INSERT INTO {self.table} (name, at) VALUES ('recorded', ?) "
                 "ON CONFLICT (name) DO UPDATE SET at = excluded.at",

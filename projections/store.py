@@ -30,6 +30,8 @@ class StoreUnavailable(Exception):
 class Cursor(ABC):
     """A cursor inside one read-model transaction."""
 
+    dialect: str
+
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None: ...
 
@@ -58,6 +60,9 @@ _BIGINT_KEY = re.compile(r"\b(\w+) BIGINT PRIMARY KEY\b")
 # `CREATE TEXT SEARCH TABLE IF NOT EXISTS <name> (<column>)`: a table of (rowid, column)
 # whose column is searched for substrings, in each store's own way (see `create`).
 TEXT_SEARCH_TABLE = re.compile(r"CREATE TEXT SEARCH TABLE IF NOT EXISTS (\w+) \((\w+)\)")
+# `CREATE TRIGRAM INDEX IF NOT EXISTS <name> ON <table> (<column>)`: PostgreSQL's way of
+# searching a column for substrings (pg_trgm); SQLite searches its text-search table.
+TRIGRAM_INDEX = re.compile(r"CREATE TRIGRAM INDEX IF NOT EXISTS (\w+) ON (\w+) \((\w+)\)")
 
 
 class ReadStore(ABC):
@@ -90,6 +95,8 @@ class ReadStore(ABC):
 
 
 class _SQLiteCursor(Cursor):
+    dialect = "sqlite"
+
     def __init__(self, cur: sqlite3.Cursor) -> None:
         self._cur = cur
 
@@ -111,6 +118,8 @@ class _SQLiteCursor(Cursor):
         return self._cur.rowcount
 
     def create(self, ddl: str) -> None:
+        if TRIGRAM_INDEX.fullmatch(ddl):
+            return  # substrings are found through the text-search table instead
         text_search = TEXT_SEARCH_TABLE.fullmatch(ddl)
         if text_search is not None:
             # FTS5's trigram tokenizer answers substring phrases (any case) from its index.
@@ -185,6 +194,8 @@ class SQLiteReadStore(ReadStore):
 
 
 class _PGCursor(Cursor):
+    dialect = "postgres"
+
     def __init__(
         self,
         cur: psycopg.Cursor[dict[str, Any]],
@@ -199,15 +210,25 @@ class _PGCursor(Cursor):
 
     def create(self, ddl: str) -> None:
         text_search = TEXT_SEARCH_TABLE.fullmatch(ddl)
-        if text_search is None:
+        trigram = TRIGRAM_INDEX.fullmatch(ddl)
+        if text_search is None and trigram is None:
             self.execute(ddl)
             return
-        name, column = text_search.groups()
+        name = (text_search or trigram).group(1)  # type: ignore[union-attr]
         self._cur.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (name,))
         found = self._cur.fetchone()
         if found and found["found"]:
             return  # declared again at every start: no DDL, so no lock, when it exists
-        self._cur.execute(f"CREATE TABLE {name} (rowid BIGINT PRIMARY KEY, {column} TEXT NOT NULL)")
+        if text_search is not None:
+            # PostgreSQL searches the column itself (a trigram index beside it): the
+            # text-search table stays empty here.
+            self._cur.execute(
+                f"CREATE TABLE {name} (rowid BIGINT PRIMARY KEY, "
+                f"{text_search.group(2)} TEXT NOT NULL)"
+            )
+            return
+        assert trigram is not None
+        _, table, column = trigram.groups()
         # pg_trgm's GIN index answers ILIKE '%text%'. The extension lives in `public`
         # (one per database, whatever schema the read models use); where it cannot be
         # installed, searches read every row instead.
@@ -215,10 +236,10 @@ class _PGCursor(Cursor):
             with self._cur.connection.transaction():
                 self._cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
                 self._cur.execute(
-                    f"CREATE INDEX {name}_trgm ON {name} USING gin ({column} public.gin_trgm_ops)"
+                    f"CREATE INDEX {name} ON {table} USING gin ({column} public.gin_trgm_ops)"
                 )
         except psycopg.Error as exc:
-            _log.warning("no trigram index on %s (%s): text searches scan the table", name, exc)
+            _log.warning("no trigram index on %s (%s): text searches scan it", table, exc)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._cur.execute(_pg(sql), _pg_params(params))

@@ -185,9 +185,8 @@ class CurrentTurns:
         if entry["turn_key"] is not None:
             return
         if session_id not in self.latest and lookup is not None:
-            found = lookup(session_id)
-            if found is not None:
-                self.latest[session_id] = found
+            # Asked once per session per batch: "no prompt yet" is an answer too.
+            self.latest[session_id] = lookup(session_id) or ""
         entry["turn_key"] = self.latest.get(session_id, "")
 
 
@@ -275,21 +274,24 @@ class TimelineProjection(Projection):
             for (session_id, key), entry in self._entries.items()
         ]
         cur.executemany(self._upsert, rows)
-        for session_id in sorted({session_id for session_id, _ in self._entries}):
-            self._cap(cur, session_id)
+        # Only the lanes this batch wrote to can have grown past their cap.
+        lanes = sorted(
+            {(session_id, entry["lane"]) for (session_id, _), entry in self._entries.items()}
+        )
+        for session_id, lane in lanes:
+            self._cap(cur, session_id, lane)
         self._entries.clear()
 
-    def _cap(self, cur: Cursor, session_id: str) -> None:
+    def _cap(self, cur: Cursor, session_id: str, lane: str) -> None:
         # Tool calls and the other entries are capped apart, each at CALL_CAP. With fewer
         # rows the subquery is empty, the comparison NULL, and nothing is deleted.
         table = self.t["timeline"]
-        for lane in ("call", "turn"):
-            cur.execute(
-                f"DELETE FROM {table} WHERE session_id = ? AND lane = ? AND position < ("
-                f"SELECT position FROM {table} WHERE session_id = ? AND lane = ? "
-                "ORDER BY position DESC LIMIT 1 OFFSET ?)",
-                (session_id, lane, session_id, lane, CALL_CAP - 1),
-            )
+        cur.execute(
+            f"DELETE FROM {table} WHERE session_id = ? AND lane = ? AND position < ("
+            f"SELECT position FROM {table} WHERE session_id = ? AND lane = ? "
+            "ORDER BY position DESC LIMIT 1 OFFSET ?)",
+            (session_id, lane, session_id, lane, CALL_CAP - 1),
+        )
 
     @handles("Session.Deleted")
     def session_deleted(self, cur: Cursor, e: Envelope) -> None:

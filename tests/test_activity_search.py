@@ -182,7 +182,7 @@ def test_text_search_uses_each_stores_own_index(client: TestClient) -> None:
         assert any("VIRTUAL TABLE INDEX" in str(p["detail"]) for p in plan), plan
     else:
         (row,) = store.query(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = 'rm_activity_text_trgm' "
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'rm_activity_summary_trgm' "
             "AND schemaname = current_schema()"
         )
         assert "gin_trgm_ops" in row["indexdef"]
