@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any, Final
 
-from domain.hook_dispatch import Decision
+from domain.hook_dispatch import PROMPT_EVENTS, Decision
 from domain.lifecycle import LifecycleEvent
 from domain.redaction import REDACTED, redact_secrets
 
@@ -37,7 +37,6 @@ EVENT_LIMIT: Final = 32 * 1024
 _REDACTION_MARGIN: Final = 512
 
 RESPONSE_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
-_PROMPT_EVENTS: Final = frozenset({"UserPromptSubmit", "SubagentStart"})
 _MESSAGE_EVENTS: Final = frozenset({"Stop", "SubagentStop"})
 
 # Keys whose value is a credential whatever it looks like (`{"password": "hunter2"}`).
@@ -190,7 +189,7 @@ def dispatch_facts(
     facts.text("agent_type", ev.agent_type, LABEL_LIMIT, redact=False)
     facts.text("permission_mode", ev.permission_mode, LABEL_LIMIT, redact=False)
     facts.text("cwd", ev.cwd, PATH_LIMIT)
-    if ev.event in _PROMPT_EVENTS:
+    if ev.event in PROMPT_EVENTS:
         facts.text("prompt", ev.prompt, INPUT_LIMIT)
     if ev.event in _MESSAGE_EVENTS:
         facts.text("last_assistant_message", ev.last_assistant_message, INPUT_LIMIT)

@@ -31,6 +31,18 @@ _SHORT_FIELDS: Final = (
 )
 
 
+# What the runtime reports about the call, typed in the event; managed handlers receive
+# them inside `detail`, as before they were typed (infra/hook_wire.py).
+REPORTED_FIELDS: Final = (
+    "cwd",
+    "permission_mode",
+    "agent_type",
+    "duration_ms",
+    "error",
+    "is_interrupt",
+)
+
+
 class InvalidEvent(ValueError):
     """A lifecycle event breaks a limit; `field` names it as the runtime-neutral field."""
 

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
+from domain.casing import to_camel
 from domain.hook_config import EVENT_OUTCOMES, HookHandler
 from domain.hook_dispatch import (
     CONTEXT_CAP,
@@ -30,7 +31,11 @@ from domain.hook_dispatch import (
     HandlerRequest,
     Outcome,
 )
+from domain.lifecycle import REPORTED_FIELDS
 from domain.strict_json import StrictJSONError, strict_json_object
+
+# The reported facts of a call, under their §6.2 `detail` names.
+_REPORTED_IN_DETAIL = tuple((name, to_camel(name)) for name in REPORTED_FIELDS)
 
 _RESPONSE_KEYS = frozenset(
     {"schemaVersion", "outcome", "reason", "additionalContext", "replacement"}
@@ -98,13 +103,7 @@ def build_request_body(request: HandlerRequest) -> bytes:
         ("prompt", request.prompt),
         ("lastAssistantMessage", request.last_assistant_message),
         ("subagentId", request.subagent_id),
-        # Typed since the activity trail; handlers keep receiving them in `detail`.
-        ("cwd", request.cwd),
-        ("permissionMode", request.permission_mode),
-        ("agentType", request.agent_type),
-        ("durationMs", request.duration_ms),
-        ("error", request.error),
-        ("isInterrupt", request.is_interrupt),
+        *((camel, getattr(request, name)) for name, camel in _REPORTED_IN_DETAIL),
     )
     detail.update((key, value) for key, value in own if value is not None)
     payload["detail"] = detail

@@ -40,10 +40,12 @@ def read_events(
     )
 
 
-def iter_events(app: Tachograph, after: int = 0, batch: int = 1000) -> Iterator[Notification]:
-    """Every notification after a position, read in batches."""
+def iter_events(
+    app: Tachograph, after: int = 0, batch: int = 1000, types: Sequence[str] = ()
+) -> Iterator[Notification]:
+    """Every notification after a position (optionally of some types only), in batches."""
     while True:
-        page = read_events(app, after, batch)
+        page = read_events(app, after, batch, types)
         if not page:
             return
         yield from page

@@ -40,7 +40,7 @@ from domain.hook_dispatch import (
     redact_tool_input,
 )
 from domain.hook_dispatch_record import creation_event, dispatch_id_for
-from domain.lifecycle import LifecycleEvent
+from domain.lifecycle import REPORTED_FIELDS, LifecycleEvent
 from domain.session import Session
 from ingest.known_sessions import KnownSessions
 from ingest.ports import (
@@ -282,13 +282,8 @@ class HookIngest:
             prompt=ev.prompt,
             last_assistant_message=ev.last_assistant_message,
             subagent_id=ev.subagent_id,
-            cwd=ev.cwd,
-            permission_mode=ev.permission_mode,
-            agent_type=ev.agent_type,
-            duration_ms=ev.duration_ms,
-            error=ev.error,
-            is_interrupt=ev.is_interrupt,
             detail=ev.detail,
+            **{name: getattr(ev, name) for name in REPORTED_FIELDS},
         )
 
     def _record(

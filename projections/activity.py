@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.hook_config import TOOL_EVENTS
 from projections import deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
@@ -36,8 +37,9 @@ _CALL_COLUMNS = (
     "subagent_id",
     "received_at",
     "recorded_at",
+    "bytes",
+    "duration_ms",
 )
-_ENDINGS = ("status", "bytes", "duration_ms")
 _WORKSPACES_KEPT = 10_000
 MIN_TEXT_SEARCH = 3  # a trigram index finds substrings of at least three characters
 
@@ -98,7 +100,7 @@ class ActivityProjection(Projection):
     def dispatched(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
         event = d["event_name"]
-        if event not in ("PreToolUse", "PostToolUse", "PostToolUseFailure"):
+        if event not in TOOL_EVENTS:
             return
         recorded = self._clock.stamp(e.at)
         session_id = str(d["session_id"])
@@ -157,7 +159,7 @@ class ActivityProjection(Projection):
             self._new_sessions.clear()
         if self._calls:
             calls = list(self._calls.values())
-            columns = (*_CALL_COLUMNS, *_ENDINGS[1:])
+            columns = _CALL_COLUMNS
             cur.executemany(
                 f"INSERT INTO {self.t['activity']} ({', '.join(columns)}) "
                 f"VALUES ({','.join('?' * len(columns))})",

@@ -10,7 +10,7 @@ recompute, and `tachograph verify` checks the links against the signed checkpoin
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -18,26 +18,17 @@ from eventsourcing.persistence import Notification
 
 from domain.application import Tachograph
 from domain.log_chain import GENESIS
-from infra.log_reader import event_record, read_events, read_stream
+from infra.log_reader import event_record, iter_events, read_stream
 from projections.log_checkpoints import LINKS_TABLE
 from projections.store import ReadStore
-
-_PAGE = 1000
 
 
 def _dispatches_of(app: Tachograph, session_id: UUID) -> Iterator[Notification]:
     """The session's HookDispatch events (the log has no index by session: a full scan)."""
-    after = 0
     wanted = str(session_id)
-    while True:
-        page = read_events(app, after, _PAGE, ["HookDispatch.Created"])
-        if not page:
-            return
-        for notification in page:
-            state = app.mapper.transcoder.decode(notification.state)
-            if str(state.get("session_id")) == wanted:
-                yield notification
-        after = page[-1].id
+    for notification in iter_events(app, types=["HookDispatch.Created"]):
+        if str(app.mapper.transcoder.decode(notification.state).get("session_id")) == wanted:
+            yield notification
 
 
 def _links(store: ReadStore, positions: list[int]) -> dict[int, tuple[str, str]]:
@@ -56,11 +47,23 @@ def _links(store: ReadStore, positions: list[int]) -> dict[int, tuple[str, str]]
     return found
 
 
-def session_export(app: Tachograph, store: ReadStore, session_id: UUID) -> list[dict[str, Any]]:
-    """The session's events as export records, oldest first (empty if it has none)."""
+def session_export(
+    app: Tachograph,
+    store: ReadStore,
+    session_id: UUID,
+    chained: Callable[[int], object] = lambda position: None,
+) -> list[dict[str, Any]]:
+    """The session's events as export records, oldest first (empty if it has none).
+
+    `chained(position)` returns once the chain's read model holds that position (the
+    links are read from it); the default assumes it does already.
+    """
     notifications = {n.id: n for n in read_stream(app, session_id)}
     notifications.update((n.id, n) for n in _dispatches_of(app, session_id))
     positions = sorted(notifications)
+    if not positions:
+        return []
+    chained(positions[-1])
     links = _links(store, positions)
     records = []
     for position in positions:

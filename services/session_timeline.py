@@ -7,23 +7,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from domain.application import Tachograph
-from infra.log_reader import read_events
+from infra.log_reader import iter_events
 from projections.runner import decode
 from projections.timeline import session_timeline, timeline_from_log
 
-_PAGE = 1000
-
 
 def _dispatches(app: Tachograph) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    after = 0
-    while True:
-        page = read_events(app, after, _PAGE, ["HookDispatch.Created"])
-        if not page:
-            return
-        for notification in page:
-            envelope = decode(app, notification)
-            yield envelope.position, envelope.at, envelope.data
-        after = page[-1].id
+    for notification in iter_events(app, types=["HookDispatch.Created"]):
+        envelope = decode(app, notification)
+        yield envelope.position, envelope.at, envelope.data
 
 
 def timeline_page(

@@ -96,12 +96,14 @@ def session_timeline(
 def session_export_ndjson(session_id: UUID, services: ServicesDep) -> Response:
     """Every event of the session (its own and its dispatches'), oldest first, as NDJSON:
     each with its log position, chain link, previous link and stored payload."""
-    records = session_export(services.app, services.store, session_id)
+    records = session_export(
+        services.app,
+        services.store,
+        session_id,
+        # The links come from the chain's read model: wait until it holds the last event.
+        lambda position: services.runner.wait_for(position, services.settings.read_wait_s),
+    )
     if not records:
         raise NotFound(f"Session {session_id} has no events.")
-    # The links come from the chain's read model: wait until it holds the last event.
-    services.runner.wait_for(records[-1]["position"], services.settings.read_wait_s)
-    if records[-1]["link"] is None:
-        records = session_export(services.app, services.store, session_id)
     lines = (json.dumps(r, separators=(",", ":")) + "\n" for r in jsonable_encoder(records))
     return Response("".join(lines), media_type="application/x-ndjson")

@@ -7,11 +7,7 @@ from typing import Any
 
 from domain.casing import to_camel
 from domain.hook_dispatch import Decision
-from domain.lifecycle import LifecycleEvent
-
-# Typed in the event, but handed to managed handlers inside `detail` (§6.2), where the
-# runtime's other extra fields are (infra/hook_wire.py:build_request_body).
-IN_DETAIL = ("cwd", "permission_mode", "agent_type", "duration_ms", "error", "is_interrupt")
+from domain.lifecycle import REPORTED_FIELDS, LifecycleEvent
 
 
 def wire_fields(ev: LifecycleEvent) -> dict[str, Any]:
@@ -21,7 +17,7 @@ def wire_fields(ev: LifecycleEvent) -> dict[str, Any]:
     detail = dict(ev.detail)
     for field in fields(ev):
         value = getattr(ev, field.name)
-        if field.name in IN_DETAIL:
+        if field.name in REPORTED_FIELDS:  # handlers get these in `detail`
             if value is not None:
                 detail[to_camel(field.name)] = value
         elif field.name != "detail" and value is not None:
