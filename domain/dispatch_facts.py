@@ -13,6 +13,7 @@ Pure: the ingest service calls `dispatch_facts` with the event and its decision.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -20,7 +21,7 @@ from typing import Any, Final
 
 from domain.hook_dispatch import PROMPT_EVENTS, Decision
 from domain.lifecycle import LifecycleEvent
-from domain.redaction import REDACTED, redact_secrets
+from domain.redaction import REDACTED, might_hold_secret, redact_secrets
 
 RECORD_FULL: Final = "full"
 RECORD_METADATA: Final = "metadata"
@@ -107,8 +108,28 @@ def redact_value(value: Any, limit: int = INPUT_LIMIT) -> Any:
     return value
 
 
+# One encoder for every call: `json.dumps` with options builds a new one each time.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _COMPACT.encode(value)
+
+
+def redacted_input(value: Any) -> tuple[Any, str]:
+    """A structured input redacted (`redact_value`), and its compact JSON.
+
+    Most inputs hold no secret: when the JSON of the whole input is within the input
+    limit (so no string in it would be cut) and neither a secret-looking string nor a
+    secret-named member can be in it, the input is its own redaction and is not walked.
+    """
+    text = compact_json(value)
+    if len(text) <= INPUT_LIMIT and not might_hold_secret(text):
+        lower = text.lower()  # ASCII here: the other words of _SECRET_KEY were screened
+        if "authorization" not in lower and "cookie" not in lower:
+            return value, text
+    redacted = redact_value(value)
+    return redacted, compact_json(redacted)
 
 
 def input_summary(tool_name: str | None, tool_input: Any) -> str | None:
@@ -127,6 +148,11 @@ def input_summary(tool_name: str | None, tool_input: Any) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _redacted_path(path: str) -> tuple[str, bool]:
+    return redact_text(path, PATH_LIMIT)
+
+
 class _Facts:
     """Collects bounded fields and the names of those that were cut."""
 
@@ -141,9 +167,9 @@ class _Facts:
         text, cut = redact_text(value, limit) if redact else cut_utf8(value, limit)
         self._put(name, text, len(text.encode()), cut)
 
-    def value(self, name: str, value: Any) -> None:
-        """A structured (already redacted) input: kept as is, or as cut JSON text."""
-        text = compact_json(value)
+    def value(self, name: str, value: Any, text: str) -> None:
+        """A structured (already redacted) input, `text` its compact JSON: kept as is, or
+        as cut JSON text."""
         size = len(text.encode())
         if size <= INPUT_LIMIT:
             self._put(name, value, size, False)
@@ -188,7 +214,9 @@ def dispatch_facts(
     facts.text("model", ev.model, LABEL_LIMIT, redact=False)
     facts.text("agent_type", ev.agent_type, LABEL_LIMIT, redact=False)
     facts.text("permission_mode", ev.permission_mode, LABEL_LIMIT, redact=False)
-    facts.text("cwd", ev.cwd, PATH_LIMIT)
+    if ev.cwd is not None:  # one per session, the same on each of its events
+        cwd, cut = _redacted_path(ev.cwd)
+        facts.sized("cwd", cwd, len(cwd.encode()), cut)
     if ev.event in PROMPT_EVENTS:
         facts.text("prompt", ev.prompt, INPUT_LIMIT)
     if ev.event in _MESSAGE_EVENTS:
@@ -202,13 +230,15 @@ def _tool_input(facts: _Facts, ev: LifecycleEvent, decision: Decision, secret: b
     if secret:
         facts.plain("input", REDACTED)
         return
-    original = redact_value(ev.tool_input)
+    original, original_text = redacted_input(ev.tool_input)
     modified = decision.outcome == "modify" and decision.replacement is not None
-    effective = redact_value(decision.replacement) if modified else original
+    effective, effective_text = (
+        redacted_input(decision.replacement) if modified else (original, original_text)
+    )
     facts.text("input_summary", input_summary(ev.tool_name, effective), SUMMARY_LIMIT, redact=False)
-    facts.value("input", effective)
+    facts.value("input", effective, effective_text)
     if modified:
-        facts.value("original_input", original)
+        facts.value("original_input", original, original_text)
 
 
 def _response(facts: _Facts, ev: LifecycleEvent, secret: bool) -> None:
