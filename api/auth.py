@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.errors import ApiError
 from api.metrics import FORBIDDEN, UNAUTHORIZED
-from api.middleware import send_error
+from api.middleware import RUNTIME_HOOK_PATH, send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
 from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
 
@@ -31,7 +31,7 @@ _ADMIN_PREFIXES = ("/api/keys", "/api/workspaces", "/api/settings/autonomy")
 
 def required_capability(method: str, path: str) -> str | None:
     """What a request needs; None for the public surface (page, docs, /metrics, Coder)."""
-    if path == "/hooks/claude":
+    if RUNTIME_HOOK_PATH.match(path):
         return HOOKS
     if path != "/api" and not path.startswith("/api/"):
         return None  # /hooks/coder verifies its own signed JWT

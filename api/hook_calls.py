@@ -23,11 +23,8 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from api.adapters.claude_code import (
-    ClaudePayloadError,
-    claude_payload_to_event,
-    decision_to_claude,
-)
+from api.adapters.claude_code import HookPayloadError
+from api.adapters.runtimes import CLAUDE, Runtime
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
 from api.input_limits import TEXT_CHECKED, TextProblem, loads_checked, plainly_clean
@@ -181,6 +178,19 @@ def parse_claude_body(raw: bytes, explicit_session: str | None) -> tuple[UUID, L
 
     400 for a body that is not JSON, 422 for anything else wrong.
     """
+    parsed = parse_runtime_body(CLAUDE, raw, explicit_session, None)
+    assert parsed is not None  # Claude Code's events are all recorded
+    return parsed
+
+
+def parse_runtime_body(
+    runtime: Runtime, raw: bytes, explicit_session: str | None, event: str | None
+) -> tuple[UUID, LifecycleEvent] | None:
+    """A runtime's hook body as session and event; None for an event not recorded at all.
+
+    `event` is the event the hook was registered for, when the route names it. 400 for
+    a body that is not JSON, 422 for anything else wrong.
+    """
     try:
         # A glance at the bytes proves most bodies clean; only the others are walked.
         payload = json.loads(raw) if plainly_clean(raw) else loads_checked(raw)
@@ -189,9 +199,12 @@ def parse_claude_body(raw: bytes, explicit_session: str | None) -> tuple[UUID, L
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
     try:
-        ev = checked(claude_payload_to_event(payload))
-    except ClaudePayloadError as exc:
+        ev = runtime.to_event(payload, event)
+    except HookPayloadError as exc:
         raise ApiError(422, "invalid_hook_payload", f"{exc}.") from None
+    if ev is None:
+        return None
+    ev = checked(ev)
     return claude_session_id(explicit_session, ev), ev
 
 
@@ -238,13 +251,30 @@ async def answer_claude(
     raw: bytes,
 ) -> Response:
     """Claude Code's native HTTP hook (and the command hook's server side)."""
+    return await answer_runtime(services, principal, header, raw, CLAUDE, None)
+
+
+async def answer_runtime(
+    services: Services,
+    principal: Principal,
+    header: Callable[[str], str | None],
+    raw: bytes,
+    runtime: Runtime,
+    event: str | None,
+) -> Response:
+    """A runtime's hook (native HTTP or relayed by the command hook): its payload in,
+    its answer format out, through the one ingest path."""
+    route = f"/hooks/{runtime.name}"
     explicit = bound_session(principal, hook_header(header("x-tachograph-session-id")))
-    session_id, ev = parse_claude_body(raw, explicit)
+    parsed = parse_runtime_body(runtime, raw, explicit, event)
+    if parsed is None:
+        return json_answer({}, None)  # an event this runtime's adapter does not record
+    session_id, ev = parsed
     workspace = (
-        bound_workspace(principal, hook_header(header("x-tachograph-workspace")), CLAUDE_ROUTE)
+        bound_workspace(principal, hook_header(header("x-tachograph-workspace")), route)
         or DEFAULT_WORKSPACE
     )
-    await authorize_session_in_loop(principal, session_id, services.session_workspace, CLAUDE_ROUTE)
+    await authorize_session_in_loop(principal, session_id, services.session_workspace, route)
     bind_log_context(session_id=session_id)
     ingested = await ingest_in_loop(
         services.ingest,
@@ -252,7 +282,7 @@ async def answer_claude(
         ev,
         actor=principal.actor,
         policy=tool_policy_for(principal),
-        render=decision_to_claude,
+        render=runtime.render,
         create_in=workspace,
     )
     return json_answer(ingested.answer, ingested)

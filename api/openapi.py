@@ -82,6 +82,16 @@ _RAW_JSON_BODIES: dict[str, dict[str, Any]] = {
             "session_id": {"type": "string", "minLength": 1, "maxLength": 256},
         },
     },
+    "/hooks/{runtime}": {
+        "type": "object",
+        "description": "The runtime's own hook JSON (SPEC §6.5, docs/hooks.md), naming its event "
+        "in `hook_event_name`; unknown fields are kept.",
+    },
+    "/hooks/{runtime}/{event}": {
+        "type": "object",
+        "description": "The runtime's own hook JSON for the event the path names (Copilot "
+        "CLI's own payloads do not name it); unknown fields are kept.",
+    },
     "/hooks/coder": {
         "type": "object",
         "description": "Coder's chat lifecycle webhook body, HS256-signed (SPEC §6.6).",

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 from api.adapters.claude_code import NORMALISED_EVENTS
+from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
 
 SETTINGS_RELATIVE_PATH: Final = Path(".claude") / "settings.local.json"
 COMMAND_PREFIX: Final = "tachograph hook claude"
@@ -35,8 +33,8 @@ _ADMIN_KEY_REFERENCE: Final = re.compile(
 )
 
 
-class ClaudeSettingsError(ValueError):
-    """The settings file cannot be merged safely; it was left untouched."""
+# The one error of every hook file (cli/hook_files.py), under the name callers know.
+ClaudeSettingsError = HookFileError
 
 
 def settings_path(project_dir: Path) -> Path:
@@ -48,7 +46,7 @@ def install_claude_hooks(project_dir: Path, *, http: bool, url: str) -> Path:
     """Add one Tachograph hook per normalised event, replacing earlier Tachograph entries."""
     base_url = _base_url(url)
     path = settings_path(project_dir)
-    settings = _read_settings(path)
+    settings = read_json_object(path)
     hooks = _existing_hooks(settings, path)
     if hooks is None:
         hooks = settings["hooks"] = {}
@@ -58,7 +56,7 @@ def install_claude_hooks(project_dir: Path, *, http: bool, url: str) -> Path:
         if not isinstance(groups, list):
             raise ClaudeSettingsError(f"{path}: hooks.{event} must be a list; nothing was changed")
         groups.append({"matcher": "*", "hooks": [_own_entry(event, http=http, base_url=base_url)]})
-    _write_settings(path, settings)
+    write_json_object(path, settings)
     return path
 
 
@@ -67,12 +65,12 @@ def uninstall_claude_hooks(project_dir: Path) -> Path:
     path = settings_path(project_dir)
     if not path.exists():
         return path
-    settings = _read_settings(path)
+    settings = read_json_object(path)
     hooks = _existing_hooks(settings, path)
     if hooks is not None and _remove_own_entries(hooks):
         if not hooks:
             del settings["hooks"]
-        _write_settings(path, settings)
+        write_json_object(path, settings)
     return path
 
 
@@ -144,37 +142,7 @@ def _base_url(url: str) -> str:
 
 
 def _remove_own_entries(hooks: dict[str, Any]) -> bool:
-    """Drop own handlers, then the groups and event lists that this alone emptied."""
-    changed = False
-    for event in list(hooks):
-        groups = hooks[event]
-        if not isinstance(groups, list):
-            continue
-        kept, event_changed = _without_own_entries(groups)
-        if not event_changed:
-            continue
-        changed = True
-        if kept:
-            hooks[event] = kept
-        else:
-            del hooks[event]
-    return changed
-
-
-def _without_own_entries(groups: list[Any]) -> tuple[list[Any], bool]:
-    """Return the matcher groups without own handlers, dropping groups left empty."""
-    kept: list[Any] = []
-    changed = False
-    for group in groups:
-        handlers = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(handlers, list) or not any(map(is_own_entry, handlers)):
-            kept.append(group)
-            continue
-        changed = True
-        remaining = [h for h in handlers if not is_own_entry(h)]
-        if remaining:
-            kept.append({**group, "hooks": remaining})
-    return kept, changed
+    return remove_own_entries(hooks, is_own_entry)
 
 
 def _existing_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any] | None:
@@ -183,42 +151,3 @@ def _existing_hooks(settings: dict[str, Any], path: Path) -> dict[str, Any] | No
     if hooks is None or isinstance(hooks, dict):
         return hooks
     raise ClaudeSettingsError(f"{path}: `hooks` must be a JSON object; nothing was changed")
-
-
-def _read_settings(path: Path) -> dict[str, Any]:
-    """Load the settings object; a missing or blank file is an empty object."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ClaudeSettingsError(f"cannot read {path}: {exc}; nothing was changed") from exc
-    if not text.strip():
-        return {}
-    try:
-        settings = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ClaudeSettingsError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            "fix or remove it and try again — nothing was changed"
-        ) from exc
-    if not isinstance(settings, dict):
-        raise ClaudeSettingsError(f"{path} must hold a JSON object; nothing was changed")
-    return settings
-
-
-def _write_settings(path: Path, settings: dict[str, Any]) -> None:
-    """Write the settings atomically, keeping the file's permissions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    # A crash mid-write must never leave the user's settings half written.
-    fd, tmp_name = tempfile.mkstemp(prefix=".settings.local.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
-            tmp.write(text)
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+# `tachograph hook <runtime>`: relayed by hook_client.command (api/adapters/runtimes.py).
+COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini")
+
 
 def _settings() -> Any:
     from infra.settings import Settings, SettingsError
@@ -187,15 +190,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_hook_install(args: argparse.Namespace) -> int:
-    """Merge Tachograph's hooks into <dir>/.claude/settings.local.json."""
+    """Merge Tachograph's hooks into a runtime's hook file in <dir>."""
     import os
 
-    from cli.claude_settings import ClaudeSettingsError, install_claude_hooks
+    from cli.hook_files import HookFileError
 
-    url = os.environ.get("TACHOGRAPH_URL") or "http://127.0.0.1:8000"
+    url = args.url or os.environ.get("TACHOGRAPH_URL") or "http://127.0.0.1:8000"
     try:
-        path = install_claude_hooks(Path(args.dir), http=args.http, url=url)
-    except ClaudeSettingsError as exc:
+        if args.agent == "claude":
+            from cli.claude_settings import install_claude_hooks
+
+            path = install_claude_hooks(Path(args.dir), http=args.http, url=url)
+        else:
+            from cli.runtime_hooks import install_nested, nested_spec
+
+            if args.http:
+                raise HookFileError(f"{args.agent} runs command hooks only; drop --http")
+            path = install_nested(
+                nested_spec(args.agent, os.environ),
+                Path(args.dir),
+                url=url,
+                fail_closed=args.fail_closed,
+            )
+    except HookFileError as exc:
         print(f"tachograph: {exc}", file=sys.stderr)
         return 1
     print(f"installed Tachograph hooks in {path}")
@@ -203,12 +220,19 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
 
 
 def cmd_hook_uninstall(args: argparse.Namespace) -> int:
-    """Remove exactly Tachograph's hooks from <dir>/.claude/settings.local.json."""
-    from cli.claude_settings import ClaudeSettingsError, uninstall_claude_hooks
+    """Remove exactly Tachograph's hooks from a runtime's hook file in <dir>."""
+    from cli.hook_files import HookFileError
 
     try:
-        path = uninstall_claude_hooks(Path(args.dir))
-    except ClaudeSettingsError as exc:
+        if args.agent == "claude":
+            from cli.claude_settings import uninstall_claude_hooks
+
+            path = uninstall_claude_hooks(Path(args.dir))
+        else:
+            from cli.runtime_hooks import NESTED, uninstall_nested
+
+            path = uninstall_nested(NESTED[args.agent], Path(args.dir))
+    except HookFileError as exc:
         print(f"tachograph: {exc}", file=sys.stderr)
         return 1
     print(f"removed Tachograph hooks from {path}")
@@ -292,15 +316,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     hook = sub.add_parser("hook", help="agent hook adapters")
     hook_sub = hook.add_subparsers(dest="hook_command", required=True)
-    relay = hook_sub.add_parser("claude", help="Claude Code command hook: stdin JSON → answer")
-    relay.add_argument("event", nargs="?")
-    relay.add_argument("--fail-closed", action="store_true")
+    for runtime in COMMAND_HOOK_RUNTIMES:  # `main` hands these over before parsing
+        relay = hook_sub.add_parser(runtime, help=f"{runtime} command hook: stdin JSON → answer")
+        relay.add_argument("event", nargs="?")
+        relay.add_argument("--fail-closed", action="store_true")
     for name, func in (("install", cmd_hook_install), ("uninstall", cmd_hook_uninstall)):
-        action = hook_sub.add_parser(name, help=f"{name} Tachograph's Claude Code hooks")
-        action.add_argument("agent", choices=["claude"])
+        action = hook_sub.add_parser(name, help=f"{name} Tachograph's hooks of an agent runtime")
+        action.add_argument("agent", choices=COMMAND_HOOK_RUNTIMES)
         action.add_argument("dir")
         if name == "install":
             action.add_argument("--http", action="store_true", help="native HTTP hooks")
+            action.add_argument("--url", help="the server URL the hooks reach (pinned)")
+            action.add_argument(
+                "--fail-closed",
+                action="store_true",
+                help="gate events deny when Tachograph cannot be reached",
+            )
         action.set_defaults(func=func)
 
     from cli.keys import add_parser as add_keys_parser
@@ -321,11 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["hook", "claude"]:
+    if argv[:1] == ["hook"] and argv[1:2] and argv[1] in COMMAND_HOOK_RUNTIMES:
         # The hot path of every tool call: hand over before anything heavy is imported.
         from hook_client.command import main as relay_main
 
-        return relay_main(argv[2:])
+        return relay_main(argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -60,6 +60,8 @@ _SUMMARY_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "Grep": ("pattern",),
     "Task": ("description",),
     "Agent": ("description",),
+    # Codex's and Copilot's file-change tool, recorded as {patch, file_paths}.
+    "apply_patch": ("file_paths", "patch"),
 }
 _GENERIC_SUMMARY_KEYS: Final = (
     "command",
@@ -143,6 +145,8 @@ def input_summary(tool_name: str | None, tool_input: Any) -> str | None:
         return f"{server} {tool}".strip() or None
     for key in _SUMMARY_KEYS.get(tool_name or "", _GENERIC_SUMMARY_KEYS):
         value = tool_input.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            value = " ".join(value)  # the files a patch changes
         if isinstance(value, str) and value:
             return cut_utf8(value, SUMMARY_LIMIT)[0]
     return None

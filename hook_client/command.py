@@ -1,8 +1,9 @@
-"""Command-hook client: `tachograph hook claude [<Event>] [--fail-closed]` (§6.5).
+"""Command-hook client: `tachograph hook <runtime> [<Event>] [--fail-closed]` (§6.5).
 
-Claude Code spawns this once per hook, on the hot path of every tool call, so it imports
-the stdlib only (checked by a test) and it never breaks the agent: any delivery failure
-exits 0, prints nothing (or a deny for gate events when fail-closed) and logs one line.
+The runtime (claude, codex, gemini, copilot) spawns this once per hook, on the hot path
+of every tool call, so it imports the stdlib only (checked by a test) and it never breaks
+the agent: any delivery failure exits 0, prints nothing (or a deny for gate events when
+fail-closed) and logs one line.
 """
 
 from __future__ import annotations
@@ -19,19 +20,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
-from api.adapters.claude_code import GATE_EVENTS, decision_to_claude
+from api.adapters.runtimes import CLAUDE, RUNTIMES, Runtime
 from domain.hook_dispatch import Decision
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
 DEFAULT_DATA_DIR: Final = "./data"
 DEFAULT_TIMEOUT_S: Final = 10.0
-HOOK_PATH: Final = "/hooks/claude"
 LOG_FILE_NAME: Final = "hooks.log"
 MAX_ANSWER_BYTES: Final = 1024 * 1024
 FAIL_CLOSED_REASON: Final = (
     "Tachograph could not be reached and this hook is fail-closed, so the action is denied."
 )
-USAGE: Final = "usage: tachograph hook claude [<Event>] [--fail-closed]"
+USAGE: Final = "usage: tachograph hook {claude|codex|gemini|copilot} [<Event>] [--fail-closed]"
 
 _KEY_HEADER: Final = "x-tachograph-key"
 # The agent's own narrow token first; the admin key only for setups from before agent
@@ -66,17 +66,35 @@ def run_claude_command_hook(
     fail_closed: bool,
 ) -> int:
     """Relay one Claude Code hook to Tachograph and print its answer; always returns 0."""
+    return run_command_hook(
+        CLAUDE, event, stdin=stdin, stdout=stdout, env=env, fail_closed=fail_closed
+    )
+
+
+def run_command_hook(
+    runtime: Runtime,
+    event: str | None,
+    *,
+    stdin: IO[str],
+    stdout: IO[str],
+    env: Mapping[str, str],
+    fail_closed: bool,
+) -> int:
+    """Relay one hook of `runtime` to Tachograph and print its answer; always returns 0."""
     payload: dict[str, Any] | None = None
     try:
         payload = _read_payload(stdin)
-        if event:
-            payload["hook_event_name"] = event
-        elif isinstance(payload.get("hook_event_name"), str):
+        if runtime is CLAUDE:
+            if event:
+                payload["hook_event_name"] = event
+            elif isinstance(payload.get("hook_event_name"), str):
+                event = payload["hook_event_name"]
+        elif not event and isinstance(payload.get("hook_event_name"), str):
             event = payload["hook_event_name"]
-        answer = _deliver(payload, env)
+        answer = _deliver(runtime, event, payload, env)
     except Exception as exc:  # whatever went wrong, the agent must go on
         _log_failure(env, event, str(exc) if isinstance(exc, DeliveryError) else _describe(exc))
-        fallback = _fail_closed_answer(event, payload) if fail_closed else None
+        fallback = _fail_closed_answer(runtime, event, payload) if fail_closed else None
         if fallback is not None:
             _print(stdout, fallback)
         return 0
@@ -85,17 +103,18 @@ def run_claude_command_hook(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `tachograph hook claude` with the arguments after `claude`."""
+    """Run `tachograph hook <runtime> ...` with the arguments after `hook`."""
     args = list(sys.argv[1:] if argv is None else argv)
+    runtime = RUNTIMES.get(args[0]) if args else None
     fail_closed = "--fail-closed" in args
-    positional = [a for a in args if a != "--fail-closed"]
-    if len(positional) > 1 or any(a.startswith("-") for a in positional):
-        # Exit 1, never 2: Claude Code reads exit code 2 as "block this action".
+    positional = [a for a in args[1:] if a != "--fail-closed"]
+    if runtime is None or len(positional) > 1 or any(a.startswith("-") for a in positional):
+        # Exit 1, never 2: Claude Code (and Codex, Gemini CLI) read 2 as "block this action".
         print(USAGE, file=sys.stderr)
         return 1
     event = positional[0] if positional else None
-    return run_claude_command_hook(
-        event, stdin=sys.stdin, stdout=sys.stdout, env=os.environ, fail_closed=fail_closed
+    return run_command_hook(
+        runtime, event, stdin=sys.stdin, stdout=sys.stdout, env=os.environ, fail_closed=fail_closed
     )
 
 
@@ -110,9 +129,19 @@ def _read_payload(stdin: IO[str]) -> dict[str, Any]:
     return payload
 
 
-def _deliver(payload: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+def hook_path(runtime: Runtime, event: str | None) -> str:
+    """The route a hook is relayed to: Claude Code's payload always names its event; the
+    others' hooks post to their event's own route when the registration names it."""
+    if runtime is CLAUDE or not event:
+        return f"/hooks/{runtime.name}"
+    return f"/hooks/{runtime.name}/{event}"
+
+
+def _deliver(
+    runtime: Runtime, event: str | None, payload: Mapping[str, Any], env: Mapping[str, str]
+) -> dict[str, Any]:
     """POST the payload to Tachograph and return its JSON answer object."""
-    url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + HOOK_PATH
+    url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + hook_path(runtime, event)
     headers = {"content-type": "application/json", "accept": "application/json"}
     headers.update({h: env[var] for h, var in _FORWARDED_ENV if env.get(var)})
     key = next((env[var] for var in _KEY_ENV if env.get(var)), None)
@@ -159,16 +188,21 @@ def _timeout_s(env: Mapping[str, str]) -> float:
 
 
 def _fail_closed_answer(
-    event: str | None, payload: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """Return Claude Code's deny answer for a gate event, or None when nothing is gated."""
-    if event not in GATE_EVENTS:
+    runtime: Runtime, event: str | None, payload: Mapping[str, Any] | None
+) -> Any:
+    """Return the runtime's deny answer for a gate event, or None when nothing is gated."""
+    try:
+        ev = runtime.to_event(payload if payload is not None else {}, event)
+    except ValueError:
+        ev = None
+    normalised = ev.event if ev is not None else event
+    if normalised not in runtime.gate_events:
         return None
-    if event == "Stop" and payload is not None and payload.get("stop_hook_active") is True:
+    if normalised == "Stop" and payload is not None and payload.get("stop_hook_active") is True:
         # Claude Code is already continuing because of a Stop hook: blocking again while
         # Tachograph is down would keep the agent from ever stopping.
         return None
-    answer, _ = decision_to_claude(event, Decision("deny", FAIL_CLOSED_REASON))
+    answer, _ = runtime.render(normalised, Decision("deny", FAIL_CLOSED_REASON))
     return answer
 
 
@@ -195,7 +229,7 @@ def _describe(exc: BaseException) -> str:
     return text[:500]
 
 
-def _print(stdout: IO[str], answer: Mapping[str, Any]) -> None:
+def _print(stdout: IO[str], answer: object) -> None:
     """Write the answer as one JSON line; a closed pipe is not the agent's problem."""
     try:
         stdout.write(json.dumps(answer) + "\n")

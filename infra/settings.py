@@ -62,6 +62,9 @@ class Settings:
     redacted_tools: frozenset[str] = frozenset({"storeSecret", "recallSecret", "updateSecret"})
     # full: each dispatch records the call's bounded facts; metadata: names only.
     record: str = RECORD_FULL
+    # Gemini CLI's model-call events (BeforeModel, AfterModel, BeforeToolSelection, an
+    # `auto` PreCompress): `drop` (not recorded at all) or `store` (observational events).
+    gemini_model_events: str = "drop"
     workspace_root: Path = Path("workspace")
     task_command: tuple[str, ...] | None = None
     task_concurrency: int = 2
@@ -165,6 +168,9 @@ class Settings:
             hook_allowed_hosts=allowed_hosts,
             hook_allow_insecure_loopback=insecure_loopback,
             record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL).lower(),
+            gemini_model_events=get.choice(
+                "TACHOGRAPH_GEMINI_MODEL_EVENTS", ("drop", "store"), "drop"
+            ).lower(),
             redacted_tools=frozenset(
                 get.csv("TACHOGRAPH_REDACTED_TOOLS", "storeSecret,recallSecret,updateSecret")
             ),

@@ -55,6 +55,10 @@ DOMAIN_THIRD_PARTY = {"eventsourcing", "pydantic"}
 # What the command hook may load besides the stdlib; each of them stdlib-only in turn.
 HOOK_CLIENT_MODULES = {
     "api.adapters.claude_code",
+    "api.adapters.codex",
+    "api.adapters.gemini_cli",
+    "api.adapters.patches",
+    "api.adapters.runtimes",
     "domain.casing",
     "domain.hook_dispatch",
     "domain.hook_config",

@@ -35,6 +35,9 @@ NORMALISED_EVENTS: Final[tuple[str, ...]] = (
 
 # §6.1: the events whose handlers may change the agent's course (closed by default).
 GATE_EVENTS: Final = frozenset({"UserPromptSubmit", "SubagentStart", "PreToolUse", "Stop"})
+# What a fail-closed command hook denies when Tachograph cannot be reached: the gates, and
+# the permission dialog (answered `decision.behavior: "deny"`).
+FAIL_CLOSED_EVENTS: Final = GATE_EVENTS | {"PermissionRequest"}
 
 DECISION_OUTCOMES: Final = frozenset({"pass", "deny", "modify", "continue"})
 DENY_REASON: Final = "Denied by Tachograph policy."
@@ -66,7 +69,7 @@ _CONTINUE_EVENTS: Final = frozenset({"Stop", "SubagentStop"})
 
 # Claude field -> (LifecycleEvent field, accepted type). A value of another type is not
 # trusted in a typed field; it is kept in `detail` instead, so nothing is lost or fails.
-_MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
+MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
     "session_id": ("agent_session_id", str),
     "prompt_id": ("turn_id", str),
     "tool_name": ("tool_name", str),
@@ -86,7 +89,11 @@ _MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {
 }
 
 
-class ClaudePayloadError(ValueError):
+class HookPayloadError(ValueError):
+    """A hook body is not the runtime's hook payload (not an object, no event name)."""
+
+
+class ClaudePayloadError(HookPayloadError):
     """The request body is not a Claude Code hook payload (not an object, no event name)."""
 
 
@@ -125,7 +132,7 @@ def claude_payload_to_event(payload: object) -> LifecycleEvent:
     if not isinstance(event, str) or not event:
         raise ClaudePayloadError("a Claude Code hook body needs a non-empty hook_event_name")
     body = {k: v for k, v in payload.items() if k != "hook_event_name"}
-    mapped, detail = split_fields(body, _MAPPED_FIELDS)
+    mapped, detail = split_fields(body, MAPPED_FIELDS)
     return LifecycleEvent(
         event,
         event_id=_event_id(event, mapped),
@@ -164,6 +171,11 @@ def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], 
         answer = _pre_tool_use_answer(outcome, reason, replacement, notes)
     elif outcome == "pass":
         answer = {}
+    elif event == "PermissionRequest":
+        # Only a fail-closed hook denies here (PermissionRequest is observational to
+        # handlers): the permission dialog's own answer, never an allow.
+        decision_ = {"behavior": "deny", "message": reason or DENY_REASON}
+        answer = {"hookSpecificOutput": {"hookEventName": event, "decision": decision_}}
     elif event in _BLOCK_EVENTS:
         answer = _block_answer(event, outcome, reason, replacement, notes)
     elif event == "SubagentStart":

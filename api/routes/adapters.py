@@ -1,11 +1,13 @@
-"""Agent adapters: Claude Code's native HTTP hook and Coder's signed chat webhook."""
+"""Agent adapters: each runtime's hook route (Claude Code, Codex, Gemini CLI, Copilot CLI)
+and Coder's signed chat webhook."""
 
 from __future__ import annotations
 
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.adapters.coder import (
@@ -17,13 +19,14 @@ from api.adapters.coder import (
     timeout_answer,
     verify_coder_request,
 )
+from api.adapters.runtimes import runtime_for
 from api.auth import request_principal
 from api.deps import ServicesDep
 from api.errors import ApiError
-from api.hook_calls import answer_claude, checked, json_answer
+from api.hook_calls import answer_claude, answer_runtime, checked, json_answer
 from api.input_limits import TextProblem, check_json
 from api.metrics import WEBHOOK_REJECTED
-from domain.lifecycle import agent_session_uuid
+from domain.lifecycle import EVENT_NAME_PATTERN, agent_session_uuid
 from domain.workspace import DEFAULT_WORKSPACE
 from ingest.service import Ingested
 
@@ -85,3 +88,40 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
         audience=verified.claims["aud"],
     )
     return response
+
+
+# Runtimes whose hooks reach Tachograph through the command hook (`tachograph hook
+# <runtime>`) or, for Copilot CLI, also natively over HTTP. Declared after /claude and
+# /coder, which keep their own routes.
+RuntimeName = Literal["codex", "gemini"]
+EventName = Annotated[str, Path(pattern=EVENT_NAME_PATTERN)]
+
+
+@router.post("/{runtime}", response_model=None)
+async def runtime_hook(runtime: RuntimeName, request: Request, services: ServicesDep) -> Response:
+    """A runtime's hook JSON in (the event named by its `hook_event_name`), its own
+    answer format out."""
+    return await answer_runtime(
+        services,
+        request_principal(request),
+        request.headers.get,
+        await request.body(),
+        runtime_for(runtime, gemini_model_events=services.settings.gemini_model_events),
+        None,
+    )
+
+
+@router.post("/{runtime}/{event}", response_model=None)
+async def runtime_event_hook(
+    runtime: RuntimeName, event: EventName, request: Request, services: ServicesDep
+) -> Response:
+    """The same, for a hook registered for one event (Copilot CLI's own payloads do not
+    name their event)."""
+    return await answer_runtime(
+        services,
+        request_principal(request),
+        request.headers.get,
+        await request.body(),
+        runtime_for(runtime, gemini_model_events=services.settings.gemini_model_events),
+        event,
+    )

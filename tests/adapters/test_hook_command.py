@@ -359,9 +359,10 @@ def test_unwritable_log_still_never_breaks_the_agent(closed_port_url: str, tmp_p
 
 def test_usage_error_exits_one_never_two(capsys: pytest.CaptureFixture[str]) -> None:
     # Claude Code treats exit code 2 as "block this action".
-    assert main(["PreToolUse", "Stop"]) == 1
-    assert main(["--verbose"]) == 1
-    assert "usage: tachograph hook claude" in capsys.readouterr().err
+    assert main(["claude", "PreToolUse", "Stop"]) == 1
+    assert main(["claude", "--verbose"]) == 1
+    assert main(["cursor", "PreToolUse"]) == 1  # no such runtime
+    assert "usage: tachograph hook {claude|codex|gemini|copilot}" in capsys.readouterr().err
 
 
 def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path: Path) -> None:
@@ -375,7 +376,7 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
     }
 
     result = subprocess.run(
-        [sys.executable, "-m", "hook_client.command", "PreToolUse", "--fail-closed"],
+        [sys.executable, "-m", "hook_client.command", "claude", "PreToolUse", "--fail-closed"],
         input=json.dumps(PRE_TOOL_USE),
         capture_output=True,
         text=True,

@@ -16,6 +16,8 @@ PUBLIC = {("get", "/"), ("get", "/web/{name}"), ("get", "/metrics"), ("post", "/
 AGENT_ROUTES = {
     ("post", "/api/sessions/{session_id}/events"),
     ("post", "/hooks/claude"),
+    ("post", "/hooks/{runtime}"),
+    ("post", "/hooks/{runtime}/{event}"),
     ("post", "/api/autonomy/signals"),
 }
 ADMIN_ROUTES = {
@@ -68,6 +70,8 @@ def concrete(path: str, keys: Keys) -> str:
         "kind": "overlay",
         "agent_id": "nobody",
         "key": "nothing",
+        "runtime": "codex",
+        "event": "Stop",
     }
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), str(uuid.uuid4())), path)
 
