@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import api.adapters.codex as codex
 import api.adapters.gemini_cli as gemini_cli
+import hook_client.command
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
@@ -58,21 +59,33 @@ class NestedHookFile:
 
 
 def own_command(runtime: str) -> re.Pattern[str]:
-    """`[NAME=value ...] [/abs/path/]tachograph hook <runtime>`, quoted or not."""
-    executable = r"(?:'[^']*/tachograph'|\S*/tachograph|tachograph)"
+    """`[NAME=value ...] <python> -S <…>/hook_client/command.py <runtime>` as `hook install`
+    writes it, or `[NAME=value ...] [/abs/path/]tachograph hook <runtime>`, quoted or not."""
+    word = r"(?:'[^']*'|\S+)"
+    fast = word + r"\s+-S\s+(?:'[^']*/hook_client/command\.py'|\S*/hook_client/command\.py)"
+    entry = r"(?:'[^']*/tachograph'|\S*/tachograph|tachograph)\s+hook"
     return re.compile(
         r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*"
-        + executable
-        + r"\s+hook\s+"
+        + f"(?:{fast}|{entry})"
+        + r"\s+"
         + re.escape(runtime)
         + r"(?:\s|$)"
     )
 
 
 def hook_command(runtime: str, event: str, *, url: str, fail_closed: bool) -> str:
-    """The command a runtime runs for one event, pinned to one server and executable."""
-    executable = shutil.which("tachograph") or "tachograph"
-    command = f"TACHOGRAPH_URL={shlex.quote(url)} {shlex.quote(executable)} hook {runtime} {event}"
+    """The command a runtime runs for one event, pinned to one server and interpreter.
+
+    The client runs as a file under this installation's Python with `-S`: the hot path of
+    every tool call skips the site machinery (~25 ms of a start, most of it the editable
+    install's finder) and needs nothing from the environment but TACHOGRAPH_URL.
+    """
+    client = Path(hook_client.command.__file__).resolve()
+    python = sys.executable
+    command = (
+        f"TACHOGRAPH_URL={shlex.quote(url)} {shlex.quote(python)} -S "
+        f"{shlex.quote(str(client))} {runtime} {event}"
+    )
     return command + (" --fail-closed" if fail_closed else "")
 
 

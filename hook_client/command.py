@@ -1,27 +1,25 @@
 """Command-hook client: `tachograph hook <runtime> [<Event>] [--fail-closed]` (§6.5).
 
 The runtime (claude, codex, gemini, copilot) spawns this once per hook, on the hot path
-of every tool call, so it imports the stdlib only (checked by a test) and it never breaks
-the agent: any delivery failure exits 0, prints nothing (or a deny for gate events when
-fail-closed) and logs one line.
+of every tool call. So it imports little: json, os, sys and the C socket module on the
+way to an `http://` server (http.client would pull in the email parser, urllib.request
+ssl);
+an `https://` URL, a runtime adapter for a fail-closed answer, and the log are loaded
+only when needed. It never breaks the agent: any delivery failure exits 0, prints
+nothing (or a deny for gate events when fail-closed) and logs one line.
 """
 
 from __future__ import annotations
 
-import http.client
+import _socket  # socket.py would import enum and selectors: ~15 ms of a hook's start
 import json
-import math
 import os
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import IO, Any, Final
 
-from api.adapters.runtimes import CLAUDE, RUNTIMES, Runtime
-from domain.hook_dispatch import Decision
+TYPE_CHECKING = False  # not typing's: importing typing costs a hook ~3 ms
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import IO, Any, Final
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
 DEFAULT_DATA_DIR: Final = "./data"
@@ -32,6 +30,8 @@ FAIL_CLOSED_REASON: Final = (
     "Tachograph could not be reached and this hook is fail-closed, so the action is denied."
 )
 USAGE: Final = "usage: tachograph hook {claude|codex|gemini|copilot} [<Event>] [--fail-closed]"
+# The runtimes a hook relays for (api/adapters/runtimes.py holds their adapters).
+RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot")
 
 _KEY_HEADER: Final = "x-tachograph-key"
 # The agent's own narrow token first; the admin key only for setups from before agent
@@ -49,14 +49,6 @@ class DeliveryError(Exception):
     """The hook was not delivered, or the server's answer was unusable."""
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuse redirects: the credential must only ever go to the configured server."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        """Return no follow-up request, so a 3xx surfaces as an HTTPError."""
-        return None
-
-
 def run_claude_command_hook(
     event: str | None,
     *,
@@ -67,12 +59,12 @@ def run_claude_command_hook(
 ) -> int:
     """Relay one Claude Code hook to Tachograph and print its answer; always returns 0."""
     return run_command_hook(
-        CLAUDE, event, stdin=stdin, stdout=stdout, env=env, fail_closed=fail_closed
+        "claude", event, stdin=stdin, stdout=stdout, env=env, fail_closed=fail_closed
     )
 
 
 def run_command_hook(
-    runtime: Runtime,
+    runtime: str,
     event: str | None,
     *,
     stdin: IO[str],
@@ -84,7 +76,7 @@ def run_command_hook(
     payload: dict[str, Any] | None = None
     try:
         payload = _read_payload(stdin)
-        if runtime is CLAUDE:
+        if runtime == "claude":
             if event:
                 payload["hook_event_name"] = event
             elif isinstance(payload.get("hook_event_name"), str):
@@ -105,7 +97,7 @@ def run_command_hook(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `tachograph hook <runtime> ...` with the arguments after `hook`."""
     args = list(sys.argv[1:] if argv is None else argv)
-    runtime = RUNTIMES.get(args[0]) if args else None
+    runtime = args[0] if args and args[0] in RUNTIME_NAMES else None
     fail_closed = "--fail-closed" in args
     positional = [a for a in args[1:] if a != "--fail-closed"]
     if runtime is None or len(positional) > 1 or any(a.startswith("-") for a in positional):
@@ -129,16 +121,16 @@ def _read_payload(stdin: IO[str]) -> dict[str, Any]:
     return payload
 
 
-def hook_path(runtime: Runtime, event: str | None) -> str:
+def hook_path(runtime: str, event: str | None) -> str:
     """The route a hook is relayed to: Claude Code's payload always names its event; the
     others' hooks post to their event's own route when the registration names it."""
-    if runtime is CLAUDE or not event:
-        return f"/hooks/{runtime.name}"
-    return f"/hooks/{runtime.name}/{event}"
+    if runtime == "claude" or not event:
+        return f"/hooks/{runtime}"
+    return f"/hooks/{runtime}/{event}"
 
 
 def _deliver(
-    runtime: Runtime, event: str | None, payload: Mapping[str, Any], env: Mapping[str, str]
+    runtime: str, event: str | None, payload: Mapping[str, Any], env: Mapping[str, str]
 ) -> dict[str, Any]:
     """POST the payload to Tachograph and return its JSON answer object."""
     url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + hook_path(runtime, event)
@@ -147,20 +139,128 @@ def _deliver(
     key = next((env[var] for var in _KEY_ENV if env.get(var)), None)
     if key is not None:
         headers[_KEY_HEADER] = key
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST"
-    )
-    # No proxies from the process environment: the hook talks to the configured server only.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    body = json.dumps(payload).encode("utf-8")
+    timeout = _timeout_s(env)
     try:
-        with opener.open(request, timeout=_timeout_s(env)) as response:
-            status, raw = response.status, response.read(MAX_ANSWER_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        raise DeliveryError(f"{url} answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        if url.startswith("http://"):
+            status, raw = _post_plain(url, headers, body, timeout)
+        else:
+            status, raw = _post_tls(url, headers, body, timeout)
+    except (OSError, ValueError) as exc:
         raise DeliveryError(f"{url}: {_describe(exc)}") from exc
     return _parse_answer(url, status, raw)
+
+
+def _post_plain(
+    url: str, headers: Mapping[str, str], body: bytes, timeout: float
+) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST over a plain socket: no proxies, no redirects (a 3xx is just a
+    status that is not 2xx), the whole exchange within `timeout`."""
+    authority, _, path = url[len("http://") :].partition("/")
+    host, port = _host_port(authority)
+    head = [f"POST /{path} HTTP/1.1", f"host: {authority}", "connection: close"]
+    if any("\r" in v or "\n" in v for v in headers.values()):
+        raise ValueError("a header value from the environment holds a line break")
+    head += [f"{name}: {value}" for name, value in headers.items()]
+    head.append(f"content-length: {len(body)}")
+    request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+    deadline = _monotonic() + timeout
+    family, kind, proto, _, address = _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)[0]
+    conn = _socket.socket(family, kind, proto)
+    try:
+        conn.settimeout(timeout)
+        conn.connect(address)
+        conn.sendall(request)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            conn.settimeout(max(deadline - _monotonic(), 0.001))
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES + 64 * 1024:  # the answer, and room for its headers
+                break
+    finally:
+        conn.close()
+    return _parse_response(b"".join(chunks))
+
+
+def _host_port(authority: str) -> tuple[str, int]:
+    if authority.startswith("["):  # [::1]:8000
+        host, _, rest = authority[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else 80
+    host, _, port = authority.partition(":")
+    if not host:
+        raise ValueError("the URL names no host")
+    return host, int(port) if port else 80
+
+
+def _parse_response(raw: bytes) -> tuple[int, bytes]:
+    """Status and body of an HTTP/1.1 response read to its end (`connection: close`)."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise ValueError("the server closed the connection before answering")
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise ValueError("the server's answer is not HTTP/1.1")
+    fields = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        fields[name.strip().lower()] = value.strip()
+    if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+        body = _unchunk(body)
+    elif b"content-length" in fields:
+        length = int(fields[b"content-length"])
+        if len(body) < length and length <= MAX_ANSWER_BYTES:
+            raise ValueError("the server's answer was cut short")
+        body = body[:length] if length <= MAX_ANSWER_BYTES else body
+    return int(parts[1]), body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out: list[bytes] = []
+    rest = body
+    while True:
+        size_line, sep, rest = rest.partition(b"\r\n")
+        if not sep:
+            raise ValueError("the server's chunked answer was cut short")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(rest[:size])
+        rest = rest[size + 2 :]
+
+
+def _post_tls(
+    url: str, headers: Mapping[str, str], body: bytes, timeout: float
+) -> tuple[int, bytes]:
+    """The same over https, through urllib (no proxies, no redirects)."""
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        """Refuse redirects: the credential must only ever go to the configured server."""
+
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None  # a 3xx surfaces as an HTTPError
+
+    request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, response.read(MAX_ANSWER_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return exc.code, b""
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
 
 
 def _parse_answer(url: str, status: int, raw: bytes) -> dict[str, Any]:
@@ -184,13 +284,18 @@ def _timeout_s(env: Mapping[str, str]) -> float:
         timeout = float(env.get("TACHOGRAPH_HOOK_TIMEOUT_S", DEFAULT_TIMEOUT_S))
     except ValueError:
         return DEFAULT_TIMEOUT_S
-    return timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_TIMEOUT_S
+    finite = timeout == timeout and timeout not in (float("inf"), float("-inf"))
+    return timeout if finite and timeout > 0 else DEFAULT_TIMEOUT_S
 
 
-def _fail_closed_answer(
-    runtime: Runtime, event: str | None, payload: Mapping[str, Any] | None
-) -> Any:
+def _fail_closed_answer(name: str, event: str | None, payload: Mapping[str, Any] | None) -> Any:
     """Return the runtime's deny answer for a gate event, or None when nothing is gated."""
+    from api.adapters.runtimes import RUNTIMES
+    from domain.hook_dispatch import Decision
+
+    runtime = RUNTIMES.get(name)
+    if runtime is None:
+        return None
     try:
         ev = runtime.to_event(payload if payload is not None else {}, event)
     except ValueError:
@@ -208,13 +313,15 @@ def _fail_closed_answer(
 
 def _log_failure(env: Mapping[str, str], event: str | None, error: str) -> None:
     """Append one JSON line to hooks.log in the data dir; a broken log is ignored too."""
+    import time
+
     now = time.time()
     at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
     line = json.dumps({"at": at, "event": event, "error": error}) + "\n"
     try:
-        data_dir = Path(env.get("TACHOGRAPH_DATA_DIR") or DEFAULT_DATA_DIR)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        with (data_dir / LOG_FILE_NAME).open("a", encoding="utf-8") as log:
+        data_dir = env.get("TACHOGRAPH_DATA_DIR") or DEFAULT_DATA_DIR
+        os.makedirs(data_dir, exist_ok=True)
+        with open(os.path.join(data_dir, LOG_FILE_NAME), "a", encoding="utf-8") as log:
             log.write(line)
     except OSError:
         pass
@@ -222,7 +329,7 @@ def _log_failure(env: Mapping[str, str], event: str | None, error: str) -> None:
 
 def _describe(exc: BaseException) -> str:
     """Return a one-line, bounded description of a failure."""
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    reason = getattr(exc, "reason", None) or exc  # urllib's URLError wraps the cause
     text = str(reason) or type(reason).__name__
     if isinstance(reason, BaseException) and type(reason).__name__ not in text:
         text = f"{type(reason).__name__}: {text}"
@@ -239,4 +346,7 @@ def _print(stdout: IO[str], answer: object) -> None:
 
 
 if __name__ == "__main__":
+    # Run as a file (`python -S …/hook_client/command.py`, as `hook install` writes it, to
+    # skip the site machinery): the package root is this file's grandparent.
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     raise SystemExit(main())

@@ -154,9 +154,10 @@ def test_install_merges_beside_user_hooks_and_uninstall_removes_only_its_own(
     assert pre[0] == USER_HOOKS["hooks"]["PreToolUse"][0]
     (own,) = [h for group in pre[1:] for h in group["hooks"]]
     assert own["command"].startswith(f"TACHOGRAPH_URL={URL} ")
-    assert own["command"].endswith(" hook codex PreToolUse --fail-closed")
+    assert " -S " in own["command"] and "hook_client/command.py" in own["command"]
+    assert own["command"].endswith(" codex PreToolUse --fail-closed")
     stop = hooks["SessionEnd"][0]["hooks"][0]["command"]
-    assert stop.endswith("hook codex SessionEnd")  # only gate events fail closed
+    assert stop.endswith(" codex SessionEnd")  # only gate events fail closed
     assert not (path.parent / ".gitignore").exists()  # not inside a git work tree
     uninstall_nested(CODEX, tmp_path)
     assert json.loads(path.read_text()) == USER_HOOKS

@@ -391,7 +391,7 @@ def test_the_command_hook_fails_closed_in_gemini_format(tmp_path: Path) -> None:
         out = io.StringIO()
         payload = json.dumps(fixture("basic", name))
         run_command_hook(
-            GEMINI, event, stdin=io.StringIO(payload), stdout=out, env=env, fail_closed=True
+            "gemini", event, stdin=io.StringIO(payload), stdout=out, env=env, fail_closed=True
         )
         return out.getvalue()
 
@@ -436,7 +436,7 @@ def own_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
             h["command"]
             for g in groups
             for h in g["hooks"]
-            if "tachograph" in h["command"] and " hook gemini " in h["command"]
+            if "hook_client/command.py gemini " in h["command"]
         ]
         for event, groups in settings.get("hooks", {}).items()
     }
@@ -472,9 +472,11 @@ def test_install_merges_beside_the_users_hooks_and_settings(tmp_path: Path) -> N
         (command,) = commands[event]
         words = shlex.split(command)
         assert words[0] == f"TACHOGRAPH_URL={URL}"
-        assert Path(words[1]).is_absolute() or words[1] == "tachograph"
-        assert words[2:] == ["hook", "gemini", event, "--fail-closed"]
-    assert shlex.split(commands["AfterTool"][0])[2:] == ["hook", "gemini", "AfterTool"]
+        # This installation's Python, without site, running the client file by path.
+        assert Path(words[1]).is_absolute() and words[2] == "-S"
+        assert words[3].endswith("hook_client/command.py") and Path(words[3]).is_absolute()
+        assert words[4:] == ["gemini", event, "--fail-closed"]
+    assert shlex.split(commands["AfterTool"][0])[4:] == ["gemini", "AfterTool"]
     user_before_tool = settings["hooks"]["BeforeTool"][0]
     assert user_before_tool == USER_SETTINGS["hooks"]["BeforeTool"][0]
     ours = settings["hooks"]["BeforeTool"][1]

@@ -105,8 +105,9 @@ def prepare(work: Path, port: int) -> tuple[dict[str, str], Path]:
     command = installed["hooks"]["BeforeTool"][0]["hooks"][0]["command"]
     assert shlex.split(command) == [
         f"TACHOGRAPH_URL={url}",
-        str(TACHOGRAPH),
-        "hook",
+        sys.executable,
+        "-S",
+        str(ROOT / "hook_client" / "command.py"),
         "gemini",
         "BeforeTool",
     ]
