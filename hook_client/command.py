@@ -1,9 +1,9 @@
 """Command-hook client: `tachograph hook <runtime> [<Event>] [--fail-closed]` (§6.5).
 
 The runtime (claude, codex, gemini, copilot) spawns this once per hook, on the hot path
-of every tool call. So it imports little: json, os, sys and the C socket module on the
-way to an `http://` server (http.client would pull in the email parser, urllib.request
-ssl);
+of every tool call. So it imports little, and only when needed: json, and the C socket
+module on the way to an `http://` server (http.client would pull in the email parser,
+urllib.request ssl);
 an `https://` URL, a runtime adapter for a fail-closed answer, and the log are loaded
 only when needed. It never breaks the agent: any delivery failure exits 0, prints
 nothing (or a deny for gate events when fail-closed) and logs one line.
@@ -11,8 +11,6 @@ nothing (or a deny for gate events when fail-closed) and logs one line.
 
 from __future__ import annotations
 
-import _socket  # socket.py would import enum and selectors: ~15 ms of a hook's start
-import json
 import os
 import sys
 
@@ -32,6 +30,8 @@ FAIL_CLOSED_REASON: Final = (
 USAGE: Final = "usage: tachograph hook {claude|codex|gemini|copilot} [<Event>] [--fail-closed]"
 # The runtimes a hook relays for (api/adapters/runtimes.py holds their adapters).
 RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot")
+# Hooks delivered by a detached child, so that the hook returns at once (_handed_off).
+DETACHED_EVENTS: Final = frozenset({"SessionEnd", "StopFailure"})
 
 _KEY_HEADER: Final = "x-tachograph-key"
 # The agent's own narrow token first; the admin key only for setups from before agent
@@ -105,13 +105,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 1
     event = positional[0] if positional else None
+    if event in DETACHED_EVENTS and _handed_off(runtime, event):
+        return 0
     return run_command_hook(
         runtime, event, stdin=sys.stdin, stdout=sys.stdout, env=os.environ, fail_closed=fail_closed
     )
 
 
+def _handed_off(runtime: str, event: str) -> bool:
+    """Deliver the hook from a detached child; True in this (parent) process once it runs.
+
+    These events decide nothing, and a runtime may kill its hooks as it shuts down
+    (Claude Code, in `-p` mode, ~20 ms in): the hook returns at once, before anything
+    but the standard start-up is loaded, and the child (its own session, so a signal to
+    the hook's process group misses it; its standard streams on /dev/null, so the
+    runtime is not kept waiting for the end of the hook's output) delivers it alone.
+    """
+    data = sys.stdin.read()
+    try:
+        pid = os.fork()
+    except OSError:
+        return False  # no child: deliver from this process, with stdin already read
+    if pid:
+        return True
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        import io
+
+        run_command_hook(
+            runtime,
+            event,
+            stdin=io.StringIO(data),
+            stdout=io.StringIO(),
+            env=os.environ,
+            fail_closed=False,
+        )
+    finally:
+        os._exit(0)
+
+
 def _read_payload(stdin: IO[str]) -> dict[str, Any]:
     """Read Claude Code's hook JSON object from stdin."""
+    import json
+
     try:
         payload = json.loads(stdin.read())
     except json.JSONDecodeError as exc:
@@ -133,6 +172,8 @@ def _deliver(
     runtime: str, event: str | None, payload: Mapping[str, Any], env: Mapping[str, str]
 ) -> dict[str, Any]:
     """POST the payload to Tachograph and return its JSON answer object."""
+    import json
+
     url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + hook_path(runtime, event)
     headers = {"content-type": "application/json", "accept": "application/json"}
     headers.update({h: env[var] for h, var in _FORWARDED_ENV if env.get(var)})
@@ -156,6 +197,8 @@ def _post_plain(
 ) -> tuple[int, bytes]:
     """One HTTP/1.1 POST over a plain socket: no proxies, no redirects (a 3xx is just a
     status that is not 2xx), the whole exchange within `timeout`."""
+    import _socket  # socket.py would import enum and selectors: ~15 ms of a hook's start
+
     authority, _, path = url[len("http://") :].partition("/")
     host, port = _host_port(authority)
     head = [f"POST /{path} HTTP/1.1", f"host: {authority}", "connection: close"]
@@ -265,6 +308,8 @@ def _monotonic() -> float:
 
 def _parse_answer(url: str, status: int, raw: bytes) -> dict[str, Any]:
     """Check the server's reply is a 2xx JSON object of bounded size."""
+    import json
+
     if not 200 <= status < 300:
         raise DeliveryError(f"{url} answered HTTP {status}")
     if len(raw) > MAX_ANSWER_BYTES:
@@ -313,6 +358,7 @@ def _fail_closed_answer(name: str, event: str | None, payload: Mapping[str, Any]
 
 def _log_failure(env: Mapping[str, str], event: str | None, error: str) -> None:
     """Append one JSON line to hooks.log in the data dir; a broken log is ignored too."""
+    import json
     import time
 
     now = time.time()
@@ -338,6 +384,8 @@ def _describe(exc: BaseException) -> str:
 
 def _print(stdout: IO[str], answer: object) -> None:
     """Write the answer as one JSON line; a closed pipe is not the agent's problem."""
+    import json
+
     try:
         stdout.write(json.dumps(answer) + "\n")
         stdout.flush()

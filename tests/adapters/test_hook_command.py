@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -406,3 +407,32 @@ def test_import_is_lean() -> None:
     )
 
     assert result.stdout == "[]\n"
+
+
+@pytest.mark.parametrize("event", ["SessionEnd", "StopFailure"])
+def test_a_closing_hook_returns_before_its_delivery_is_answered(
+    tachograph: FakeTachograph, tmp_path: Path, event: str
+) -> None:
+    # Claude Code kills hook processes ~20 ms into `-p` shutdown: these hooks hand their
+    # delivery to a detached child and return at once, without waiting for the server.
+    tachograph.hold = True
+    payload = {"session_id": "s-1", "hook_event_name": event, "reason": "other"}
+    env = {"PATH": "", "TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    hook = subprocess.run(
+        [sys.executable, "-S", str(REPO_ROOT / "hook_client" / "command.py"), "claude", event],
+        input=json.dumps(payload),
+        capture_output=True,  # returns only once every holder of the pipes let go
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert (hook.returncode, hook.stdout, hook.stderr) == (0, "", "")
+    assert not tachograph.release.is_set()  # the server has not answered anything yet
+    tachograph.release.set()
+    deadline = time.monotonic() + 10
+    while not tachograph.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (delivered,) = tachograph.requests
+    assert delivered.path == "/hooks/claude" and delivered.body == payload
+    assert log_lines(tmp_path) == []
