@@ -129,6 +129,14 @@ def check_credentials(settings: Settings, env: Mapping[str, str]) -> str | Warni
     )
 
 
+def check_agent_hooks(settings: Settings, env: Mapping[str, str]) -> str | Warnings:
+    """Each runtime's hook file: registered, resolvable, and reaching a server."""
+    from cli.doctor_runtimes import runtime_hook_findings
+
+    findings, summary = runtime_hook_findings(settings, env)
+    return Warnings(tuple(findings)) if findings else summary
+
+
 def _admin_key_exports(settings: Settings, env: Mapping[str, str]) -> list[str]:
     """Find copies of the admin key in the task command and the environment agents inherit."""
     key = settings.api_key
@@ -244,6 +252,7 @@ def run_doctor(out: IO[str], environ: dict[str, str] | None = None) -> int:
     checks: list[tuple[str, Check]] = [
         *CHECKS,
         ("credentials", functools.partial(check_credentials, env=env)),
+        ("runtimes", functools.partial(check_agent_hooks, env=env)),
     ]
     failed = 0
     for name, check in checks:

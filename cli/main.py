@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 # `tachograph hook <runtime>`: relayed by hook_client.command (api/adapters/runtimes.py).
-COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini")
+COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot")
 
 
 def _settings() -> Any:
@@ -201,6 +201,14 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
             from cli.claude_settings import install_claude_hooks
 
             path = install_claude_hooks(Path(args.dir), http=args.http, url=url)
+        elif args.agent == "copilot":
+            from cli.copilot_hooks import install_copilot_hooks, install_note
+
+            path = install_copilot_hooks(
+                Path(args.dir), http=args.http, url=url, fail_closed=args.fail_closed
+            )
+            if note := install_note(http=args.http, url=url):
+                print(note)
         else:
             from cli.runtime_hooks import install_nested, nested_spec
 
@@ -228,6 +236,10 @@ def cmd_hook_uninstall(args: argparse.Namespace) -> int:
             from cli.claude_settings import uninstall_claude_hooks
 
             path = uninstall_claude_hooks(Path(args.dir))
+        elif args.agent == "copilot":
+            from cli.copilot_hooks import uninstall_copilot_hooks
+
+            path = uninstall_copilot_hooks(Path(args.dir))
         else:
             from cli.runtime_hooks import NESTED, uninstall_nested
 

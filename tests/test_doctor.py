@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) ->
         "executor",
         "path",
         "credentials",
+        "runtimes",
     ]
     assert result.returncode == 0, result.stdout
     assert all(line.startswith("ok") for line in lines)
@@ -87,3 +89,33 @@ def test_unreachable_database_fails(settings: Settings) -> None:
     result = doctor(env)
     assert result.returncode == 1
     assert any(line.startswith("FAIL database") for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_runtime_hooks_that_cannot_work_are_reported(settings: Settings, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    env = {**env_for(settings), "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin", "HOME": str(home)}
+    for runtime in ("codex", "gemini", "copilot"):
+        installed = subprocess.run(
+            [sys.executable, "-m", "cli.main", "hook", "install", runtime, str(home)]
+            + ["--url", dead],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert installed.returncode == 0, installed.stderr
+    hooks_file = home / ".codex" / "hooks.json"
+    hooks_file.write_text(hooks_file.read_text().replace(sys.executable, "/no/such/python"))
+    result = doctor(env)
+    warned = [line for line in result.stdout.splitlines() if line.startswith("WARN runtimes:")]
+    for runtime in ("gemini", "copilot"):
+        reach = f"{runtime} hooks reach {dead}, which does not answer"
+        assert any(reach in w for w in warned), warned
+    assert any("codex hooks run /no/such/python, which does not exist" in w for w in warned), (
+        result.stdout
+    )
+    assert result.returncode == 0  # warnings, not failures

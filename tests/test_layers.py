@@ -56,6 +56,7 @@ DOMAIN_THIRD_PARTY = {"eventsourcing", "pydantic"}
 HOOK_CLIENT_MODULES = {
     "api.adapters.claude_code",
     "api.adapters.codex",
+    "api.adapters.copilot_cli",
     "api.adapters.gemini_cli",
     "api.adapters.patches",
     "api.adapters.runtimes",

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import api.adapters.claude_code as claude_code
 import api.adapters.codex as codex
+import api.adapters.copilot_cli as copilot_cli
 import api.adapters.gemini_cli as gemini_cli
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
@@ -71,8 +72,16 @@ GEMINI_STORING_MODEL_EVENTS: Final = replace(
         payload, event, model_events=gemini_cli.MODEL_EVENTS_STORE
     ),
 )
+COPILOT: Final = Runtime(
+    name="copilot",
+    agent=copilot_cli.AGENT,
+    to_event=copilot_cli.copilot_payload_to_event,
+    render=copilot_cli.decision_to_copilot,
+    gate_events=copilot_cli.FAIL_CLOSED_EVENTS,
+    normalised_events=copilot_cli.NORMALISED_EVENTS,
+)
 
-RUNTIMES: Final[dict[str, Runtime]] = {r.name: r for r in (CLAUDE, CODEX, GEMINI)}
+RUNTIMES: Final[dict[str, Runtime]] = {r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT)}
 
 
 def runtime_for(name: str, *, gemini_model_events: str = gemini_cli.MODEL_EVENTS_DROP) -> Runtime:

@@ -93,7 +93,7 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
 # Runtimes whose hooks reach Tachograph through the command hook (`tachograph hook
 # <runtime>`) or, for Copilot CLI, also natively over HTTP. Declared after /claude and
 # /coder, which keep their own routes.
-RuntimeName = Literal["codex", "gemini"]
+RuntimeName = Literal["codex", "gemini", "copilot"]
 EventName = Annotated[str, Path(pattern=EVENT_NAME_PATTERN)]
 
 
