@@ -47,6 +47,7 @@ def with_ids(path: str) -> str:
     """A path template with plausible values (the size check comes first anyway)."""
     values = {"slug": "default", "kind": "overlay", "agent_id": "agent-1", "key": "key-1"}
     values["label"] = "key-label"
+    values |= {"runtime": "codex", "event": "PreToolUse"}
     for name in ("session_id", "task_id", "schedule_id", "signal_id", "revision_id"):
         values[name] = str(uuid.uuid4())
     return path.format(**values)
@@ -57,7 +58,9 @@ def test_every_body_route_refuses_more_than_its_cap(limits_client: TestClient) -
     routes = body_routes(limits_client)
     assert len(routes) >= 15
     hook_routes = [path for _, path in routes if HOOK_PATHS.match(with_ids(path))]
-    assert len(hook_routes) == 3, hook_routes
+    # /api/sessions/{id}/events, /hooks/claude, /hooks/coder, and the other runtimes'
+    # /hooks/{runtime} and /hooks/{runtime}/{event}
+    assert len(hook_routes) == 5, hook_routes
     before = head(limits_client)
     for method, path in routes:
         cap = HOOK_BODY_MAX_BYTES if path in hook_routes else MIB
