@@ -165,7 +165,7 @@ def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], 
     if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
         notes.append(f"unknown outcome {outcome!r} treated as deny")
         outcome = "deny"
-    reason = _optional_text(decision.reason)
+    reason = optional_text(decision.reason)
     replacement = decision.replacement
     if event == "PreToolUse":
         answer = _pre_tool_use_answer(outcome, reason, replacement, notes)
@@ -183,7 +183,7 @@ def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], 
     else:
         notes.append(f"{event} has no decision control in Claude Code; {outcome} answered as pass")
         answer = {}
-    _add_context(event, answer, _optional_text(decision.additional_context), notes)
+    _add_context(event, answer, optional_text(decision.additional_context), notes)
     return answer, "; ".join(notes) or None
 
 
@@ -272,7 +272,7 @@ def _add_context(event: str, answer: dict[str, Any], context: str | None, notes:
         notes.append(f"additionalContext dropped: Claude Code does not accept it on {event}")
 
 
-def _optional_text(value: object) -> str | None:
+def optional_text(value: object) -> str | None:
     """Return a decision text field as a string, or None when absent or empty."""
     if value is None or value == "":
         return None

@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api.adapters.claude_code import DENY_REASON, HookPayloadError, split_fields
+from api.adapters.claude_code import DENY_REASON, HookPayloadError, optional_text, split_fields
 from api.adapters.patches import PATCH_TOOL, patch_input, patch_of
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
@@ -201,8 +201,8 @@ def decision_to_copilot(event: str, decision: Decision) -> tuple[dict[str, Any],
     if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
         notes.append(f"unknown outcome {outcome!r} treated as deny")
         outcome = "deny"
-    reason = _text(decision.reason)
-    context = _text(decision.additional_context)
+    reason = optional_text(decision.reason)
+    context = optional_text(decision.additional_context)
     replacement = decision.replacement
     answer: dict[str, Any]
     if event == "PreToolUse":
@@ -297,9 +297,3 @@ def _add_context(event: str, answer: dict[str, Any], context: str | None, notes:
         answer["reason"] = f"{answer['reason']}\n\n{context}"
     else:
         notes.append(f"additionalContext dropped: Copilot CLI does not accept it on {event}")
-
-
-def _text(value: object) -> str | None:
-    if value is None or value == "":
-        return None
-    return value if isinstance(value, str) else json.dumps(value)
