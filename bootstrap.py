@@ -128,6 +128,20 @@ class Services:
         self._session_workspaces[session_id] = session.workspace
         return session.workspace
 
+    def locked_title(self, session_id: UUID) -> str | None:
+        """The title an operator gave a session (POST or PATCH), None when it has none.
+
+        Read from the aggregate, not the read model: a session created a moment before
+        its agent starts must already answer with its title.
+        """
+        try:
+            session: object = self.app.repository.get(session_id)
+        except AggregateNotFoundError:
+            return None
+        if not isinstance(session, Session) or not session.title_locked:
+            return None
+        return session.title
+
     def delete_session(self, session_id: UUID, actor: str) -> int | None:
         """Delete one session (SessionEnd first); the single path every deletion takes."""
         return self.ingest.close_session(session_id, actor)

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from api.adapters.claude_code import HookPayloadError
+from api.adapters.claude_code import HookPayloadError, with_session_title
 from api.adapters.runtimes import CLAUDE, Runtime
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
@@ -285,4 +285,10 @@ async def answer_runtime(
         render=runtime.render,
         create_in=workspace,
     )
-    return json_answer(ingested.answer, ingested)
+    answer = ingested.answer
+    if runtime is CLAUDE and ev.event == "SessionStart" and isinstance(answer, dict):
+        # Only a command hook sees SessionStart; an operator's title is shown in Claude Code.
+        title = await run_in_threadpool(services.locked_title, session_id)
+        if title:
+            answer = with_session_title(answer, title)
+    return json_answer(answer, ingested)

@@ -1,18 +1,26 @@
-"""Install and uninstall Tachograph's hooks in a project's Claude Code local settings (§6.5)."""
+"""Install and uninstall Tachograph's hooks in a project's Claude Code local settings (§6.5).
+
+Command entries run the hook client as a file under this installation's Python with `-S`,
+with the server URL pinned (cli/runtime_hooks.py `hook_command`), so they reach the same
+server whatever environment Claude Code gives its hooks. With `--http`, native HTTP hooks
+post to `<url>/hooks/claude`; SessionStart stays a command (Claude Code runs no HTTP hook
+there). With `--fail-closed`, the gate events are command hooks that deny when Tachograph
+cannot be reached, whatever the mode of the rest: an HTTP hook always fails open.
+"""
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from api.adapters.claude_code import NORMALISED_EVENTS
+from api.adapters.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
+from cli.runtime_hooks import base_url, hook_command, ignore_beside, own_command
 
 SETTINGS_RELATIVE_PATH: Final = Path(".claude") / "settings.local.json"
-COMMAND_PREFIX: Final = "tachograph hook claude"
+RUNTIME: Final = "claude"
 HOOK_PATH: Final = "/hooks/claude"
 # Agents hold a narrow agent token; the bootstrap admin key stays with the operator.
 AGENT_TOKEN_ENV: Final = "TACHOGRAPH_AGENT_TOKEN"
@@ -23,10 +31,9 @@ HTTP_ENV_VARS: Final = (AGENT_TOKEN_ENV, "TACHOGRAPH_SESSION_ID", "TACHOGRAPH_WO
 # an `http` one (hooks reference, SessionStart), so http mode still uses the command there.
 COMMAND_ONLY_EVENTS: Final = frozenset({"SessionStart"})
 
-# Own command entries, optionally after `NAME=value` assignments (http mode pins the URL).
-_OWN_COMMAND: Final = re.compile(
-    r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*" + re.escape(COMMAND_PREFIX) + r"(?:\s|$)"
-)
+# Own command entries: the pinned `-S` client form, and `tachograph hook claude` as
+# earlier releases wrote it (so a re-install replaces those too).
+_OWN_COMMAND: Final = own_command(RUNTIME)
 # `$NAME` or `${NAME}`, the two forms Claude Code interpolates in http hook headers.
 _ADMIN_KEY_REFERENCE: Final = re.compile(
     r"\$(?:" + ADMIN_KEY_ENV + r"(?![A-Za-z0-9_])|\{" + ADMIN_KEY_ENV + r"\})"
@@ -42,21 +49,26 @@ def settings_path(project_dir: Path) -> Path:
     return project_dir / SETTINGS_RELATIVE_PATH
 
 
-def install_claude_hooks(project_dir: Path, *, http: bool, url: str) -> Path:
-    """Add one Tachograph hook per normalised event, replacing earlier Tachograph entries."""
-    base_url = _base_url(url)
+def install_claude_hooks(
+    project_dir: Path, *, http: bool, url: str, fail_closed: bool = False
+) -> Path:
+    """Add one Tachograph hook per installed event, replacing earlier Tachograph entries."""
+    url = base_url(url)
     path = settings_path(project_dir)
     settings = read_json_object(path)
     hooks = _existing_hooks(settings, path)
     if hooks is None:
         hooks = settings["hooks"] = {}
     _remove_own_entries(hooks)
-    for event in NORMALISED_EVENTS:
+    for event in INSTALLED_EVENTS:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ClaudeSettingsError(f"{path}: hooks.{event} must be a list; nothing was changed")
-        groups.append({"matcher": "*", "hooks": [_own_entry(event, http=http, base_url=base_url)]})
+        gated = fail_closed and event in FAIL_CLOSED_EVENTS
+        entry = _own_entry(event, http=http and not gated, url=url, fail_closed=gated)
+        groups.append({"matcher": "*", "hooks": [entry]})
     write_json_object(path, settings)
+    ignore_beside(path)
     return path
 
 
@@ -113,17 +125,14 @@ def _sends_admin_key(entry: dict[str, Any]) -> bool:
     )
 
 
-def _own_entry(event: str, *, http: bool, base_url: str) -> dict[str, Any]:
+def _own_entry(event: str, *, http: bool, url: str, fail_closed: bool) -> dict[str, Any]:
     """Build Tachograph's hook handler for one event."""
-    command = f"{COMMAND_PREFIX} {event}"
-    if not http:
+    if not http or event in COMMAND_ONLY_EVENTS:
+        command = hook_command(RUNTIME, event, url=url, fail_closed=fail_closed)
         return {"type": "command", "command": command}
-    if event in COMMAND_ONLY_EVENTS:
-        # The command client reads TACHOGRAPH_URL; pin it so it reaches the same server.
-        return {"type": "command", "command": f"TACHOGRAPH_URL={shlex.quote(base_url)} {command}"}
     return {
         "type": "http",
-        "url": base_url + HOOK_PATH,
+        "url": url + HOOK_PATH,
         "headers": {
             "x-tachograph-key": "$TACHOGRAPH_AGENT_TOKEN",
             "x-tachograph-session-id": "$TACHOGRAPH_SESSION_ID",
@@ -132,13 +141,6 @@ def _own_entry(event: str, *, http: bool, base_url: str) -> dict[str, Any]:
         # Claude Code interpolates only listed variables; unset ones become empty strings.
         "allowedEnvVars": list(HTTP_ENV_VARS),
     }
-
-
-def _base_url(url: str) -> str:
-    """Validate the server URL and return it without a trailing slash."""
-    if not re.match(r"^https?://[^/\s]+", url) or any(c.isspace() for c in url):
-        raise ClaudeSettingsError(f"hook URL must be an http:// or https:// URL, got {url!r}")
-    return url.rstrip("/")
 
 
 def _remove_own_entries(hooks: dict[str, Any]) -> bool:

@@ -2,9 +2,10 @@
 
 For each runtime's hook file found in the home directory, the workspace root or a
 workspace below it: are Tachograph's hooks registered, does each command resolve to an
-executable (and the hook client it runs), and does the server URL the hooks use answer
-as Tachograph? A closed handler is also worth a warning where agents reach Tachograph
-over HTTP hooks only: those fail open when the server is down.
+executable (and the hook client it runs), does the server URL the hooks use answer as
+Tachograph, and does it accept the agent token they will send? A closed handler is also
+worth a warning wherever a gate event's hook fails open when the server is down: an HTTP
+hook always does, a command hook unless installed with `--fail-closed`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import contextlib
 import json
 import shlex
 import shutil
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from api.adapters.runtimes import RUNTIMES
 from cli.copilot_hooks import HOOK_FILE as COPILOT_FILE
 from cli.runtime_hooks import NESTED, own_command
 from infra.settings import Settings
@@ -29,33 +32,36 @@ HOOK_FILES: Final[dict[str, Path]] = {
     **{name: spec.relative_path for name, spec in NESTED.items()},
     "copilot": COPILOT_FILE,
 }
-GATES: Final = frozenset({"PreToolUse", "BeforeTool", "preToolUse", "PermissionRequest"})
+# The key every runtime's hooks send (the command client, and the HTTP hooks' header).
+AGENT_TOKEN_ENV: Final = "TACHOGRAPH_AGENT_TOKEN"
+FAIL_CLOSED_FLAG: Final = "--fail-closed"
 
 
 def runtime_hook_findings(settings: Settings, env: Mapping[str, str]) -> tuple[list[str], str]:
     """Warnings about the runtimes' hook files, and a one-line summary when all is well."""
     findings: list[str] = []
     seen: list[str] = []
-    http_only_gates = False
+    failing_open: list[str] = []
     for runtime, path in _hook_files(settings, env):
-        handlers = [h for h in _handlers(path) if _own(runtime, h)]
+        handlers = [(event, h) for event, h in _handlers(path) if _own(runtime, h)]
         if not handlers:
             continue
         seen.append(f"{runtime} ({path})")
         urls: set[str] = set()
-        commands = 0
-        for handler in handlers:
+        open_gates: set[str] = set()
+        for event, handler in handlers:
             command, url = handler.get("command"), handler.get("url")
             if isinstance(command, str):
-                commands += 1
                 findings.extend(_unresolved(runtime, path, command))
                 urls.update(_pinned_url(command) or [env.get("TACHOGRAPH_URL") or _DEFAULT])
             elif isinstance(url, str):
                 urls.add(url.split("/hooks/")[0])
-        if commands == 0:
-            http_only_gates = True
+            if _is_gate(runtime, event) and not _fails_closed(command):
+                open_gates.add(event)
+        if open_gates:
+            failing_open.append(f"{path} ({', '.join(sorted(open_gates))})")
         for url in sorted(urls):
-            problem = _unreachable(url)
+            problem = _unreachable(url) or _refused_token(url, runtime, env.get(AGENT_TOKEN_ENV))
             if problem:
                 findings.append(f"{path}: {runtime} hooks reach {url}, which {problem}")
     closed = [
@@ -64,14 +70,32 @@ def runtime_hook_findings(settings: Settings, env: Mapping[str, str]) -> tuple[l
         for handler in handlers
         if handler.failure_mode == "closed"
     ]
-    if closed and http_only_gates:
+    if closed and failing_open:
         findings.append(
-            f"closed handler(s) {', '.join(sorted(closed))} are configured, but some agents "
-            "reach Tachograph over HTTP hooks only, which fail open when the server is down; "
-            "install their gate events as command hooks with `--fail-closed`"
+            f"closed handler(s) {', '.join(sorted(closed))} are configured, but these gate "
+            f"hooks fail open when the server is down (HTTP hooks always do, commands without "
+            f"{FAIL_CLOSED_FLAG} too): {'; '.join(failing_open)}; re-run `tachograph hook "
+            f"install <runtime> <dir> {FAIL_CLOSED_FLAG}`"
         )
     summary = "; ".join(seen) if seen else "no runtime hook files with Tachograph's hooks found"
+    if seen and not env.get(AGENT_TOKEN_ENV):
+        summary += f" ({AGENT_TOKEN_ENV} unset here, so the agent token was not checked)"
     return list(dict.fromkeys(findings)), summary  # one line per finding, not per event
+
+
+def _is_gate(runtime: str, event: str) -> bool:
+    """Whether a registration is one of the events a fail-closed install gates."""
+    adapter = RUNTIMES[runtime]
+    try:
+        ev = adapter.to_event({}, event)
+    except ValueError:
+        ev = None
+    normalised = ev.event if ev is not None else event
+    return normalised in adapter.gate_events
+
+
+def _fails_closed(command: object) -> bool:
+    return isinstance(command, str) and FAIL_CLOSED_FLAG in command.split()
 
 
 _DEFAULT: Final = "http://127.0.0.1:8000"
@@ -92,20 +116,21 @@ def _hook_files(settings: Settings, env: Mapping[str, str]) -> Iterator[tuple[st
                 yield runtime, path
 
 
-def _handlers(path: Path) -> Iterator[dict[str, Any]]:
+def _handlers(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each handler of a hook file with the event it is registered for."""
     try:
         hooks = json.loads(path.read_text(encoding="utf-8")).get("hooks")
     except (OSError, ValueError, AttributeError):
         return
-    for groups in hooks.values() if isinstance(hooks, dict) else []:
+    for event, groups in hooks.items() if isinstance(hooks, dict) else []:
         for group in groups if isinstance(groups, list) else []:
             if isinstance(group, dict) and "hooks" not in group:
-                yield _as_nested(group)  # Copilot CLI lists its handlers directly
+                yield event, _as_nested(group)  # Copilot CLI lists its handlers directly
                 continue
             entries = group.get("hooks") if isinstance(group, dict) else None
             for entry in entries if isinstance(entries, list) else []:
                 if isinstance(entry, dict):
-                    yield entry
+                    yield event, entry
 
 
 def _as_nested(entry: dict[str, Any]) -> dict[str, Any]:
@@ -151,8 +176,59 @@ def _unreachable(url: str) -> str | None:
     try:
         with opener.open(url + "/api/health", timeout=3) as response:
             body = json.loads(response.read(65536))
+    except urllib.error.HTTPError as exc:
+        # With an admin key set, health is for readers: a refusal in Tachograph's own
+        # shape still says who answered, and the agent token's probe follows.
+        if exc.code == 401 and _error_code(exc.read(65536)) == "unauthorized":
+            return None
+        return f"does not answer ({type(exc).__name__}: {exc})"
     except Exception as exc:  # noqa: BLE001 - any failure is the finding
         return f"does not answer ({type(exc).__name__}: {exc})"
     if not isinstance(body, dict) or "projections" not in body:
         return "answers, but not as a Tachograph server"
     return None
+
+
+def _refused_token(url: str, runtime: str, token: str | None) -> str | None:
+    """None when the server takes `token` on the runtime's hook route, else why not.
+
+    The probe is an empty body: the key is checked before the body, and an empty body is
+    refused (422) without anything being recorded.
+    """
+    if not token:
+        return None
+    request = urllib.request.Request(
+        f"{url}/hooks/{runtime}",
+        data=b"{}",
+        headers={"content-type": "application/json", "x-tachograph-key": token},
+        method="POST",
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=3):
+            return None
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            message = _error_message(exc.read(65536))
+            return f"refuses the agent token in {AGENT_TOKEN_ENV} (HTTP {exc.code}: {message})"
+        return None  # the key passed; the empty body was refused, as it should be
+    except Exception as exc:  # noqa: BLE001 - any failure is the finding
+        return f"could not be asked about the agent token ({type(exc).__name__}: {exc})"
+
+
+def _error_field(raw: bytes, name: str) -> str | None:
+    """One field of an API error body (`{error, message}`), None when it has none."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    value = body.get(name) if isinstance(body, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _error_message(raw: bytes) -> str:
+    return _error_field(raw, "message") or "no message"
+
+
+def _error_code(raw: bytes) -> str | None:
+    return _error_field(raw, "error")

@@ -200,7 +200,9 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
         if args.agent == "claude":
             from cli.claude_settings import install_claude_hooks
 
-            path = install_claude_hooks(Path(args.dir), http=args.http, url=url)
+            path = install_claude_hooks(
+                Path(args.dir), http=args.http, url=url, fail_closed=args.fail_closed
+            )
         elif args.agent == "copilot":
             from cli.copilot_hooks import install_copilot_hooks, install_note
 

@@ -560,3 +560,73 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
             assert json.loads(answers[0][0]) == {}  # the last, Read, had no handler
     finally:
         server.close()
+
+
+CAPTURED = Path(__file__).resolve().parent / "fixtures" / "claude-code-2.1.328"
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "perm_allow/04-PermissionRequest.json",
+        "basic/05-PostToolBatch.json",
+        "basic/09-MessageDisplay.json",
+    ],
+)
+def test_claude_codes_observational_events_are_recorded_and_answered_pass(
+    adapter_client: TestClient, capture: str
+) -> None:
+    # Claude Code 2.1.328 fires these beyond the normalised set; `hook install claude`
+    # registers them, and no handler can change their course.
+    payload = json.loads((CAPTURED / capture).read_text())
+    response = adapter_client.post("/hooks/claude", json=payload)
+
+    assert response.status_code == 200 and response.json() == {}
+    rows = adapter_client.get(
+        f"/api/sessions/{claude_session(payload)}/hooks",
+        params={"minPosition": response.headers["x-tachograph-position"]},
+    ).json()["items"]
+    assert [(r["event"], r["outcome"]) for r in rows] == [(payload["hook_event_name"], "pass")]
+
+
+def test_session_start_gives_claude_code_the_title_an_operator_set(
+    adapter_client: TestClient,
+) -> None:
+    created = adapter_client.post(
+        "/api/sessions", json={"workspaceId": "default", "title": "Fix the login bug"}
+    )
+    assert created.status_code == 201, created.text
+    session_id = created.json()["id"]
+    start = load_fixture("SessionStart-1.json")
+    headers = {"x-tachograph-session-id": session_id}
+
+    answer = adapter_client.post("/hooks/claude", json=start, headers=headers).json()
+    assert answer == {
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "sessionTitle": "Fix the login bug"}
+    }
+    renamed = adapter_client.patch(f"/api/sessions/{session_id}", json={"title": "Login, take 2"})
+    assert renamed.status_code == 200, renamed.text
+    resumed = adapter_client.post(
+        "/hooks/claude", json={**start, "source": "resume"}, headers=headers
+    ).json()
+    assert resumed["hookSpecificOutput"]["sessionTitle"] == "Login, take 2"
+    # Only SessionStart carries it; the prompt's answer stays as it was.
+    prompt = {**load_fixture("UserPromptSubmit-1.json"), "session_id": start["session_id"]}
+    assert adapter_client.post("/hooks/claude", json=prompt, headers=headers).json() == {}
+
+
+def test_a_session_without_an_operators_title_starts_without_one(
+    adapter_client: TestClient,
+) -> None:
+    start = load_fixture("SessionStart-1.json")
+    prompt = {**load_fixture("UserPromptSubmit-1.json"), "session_id": start["session_id"]}
+    assert adapter_client.post("/hooks/claude", json=start).json() == {}
+    asked = adapter_client.post("/hooks/claude", json=prompt)
+    session = adapter_client.get(
+        f"/api/sessions/{claude_session(start)}",
+        params={"minPosition": asked.headers["x-tachograph-position"]},
+    ).json()
+    # The prompt now titles the session, but that title is Tachograph's, not the operator's.
+    assert session["title"] and not session["titleLocked"]
+    again = adapter_client.post("/hooks/claude", json={**start, "source": "resume"})
+    assert again.json() == {}

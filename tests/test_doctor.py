@@ -12,19 +12,23 @@ from pathlib import Path
 import pytest
 
 from infra.settings import Settings
-from tests.support import env_for
+from tests.support import Server, env_for
 
 VENV_BIN = str(Path(sys.executable).parent)
 
 
-def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def tachograph(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "doctor"],
+        [sys.executable, "-m", "cli.main", *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return tachograph(["doctor"], env)
 
 
 def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) -> None:
@@ -99,14 +103,7 @@ def test_runtime_hooks_that_cannot_work_are_reported(settings: Settings, tmp_pat
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     env = {**env_for(settings), "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin", "HOME": str(home)}
     for runtime in ("codex", "gemini", "copilot"):
-        installed = subprocess.run(
-            [sys.executable, "-m", "cli.main", "hook", "install", runtime, str(home)]
-            + ["--url", dead],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        installed = tachograph(["hook", "install", runtime, str(home), "--url", dead], env)
         assert installed.returncode == 0, installed.stderr
     hooks_file = home / ".codex" / "hooks.json"
     hooks_file.write_text(hooks_file.read_text().replace(sys.executable, "/no/such/python"))
@@ -119,3 +116,69 @@ def test_runtime_hooks_that_cannot_work_are_reported(settings: Settings, tmp_pat
         result.stdout
     )
     assert result.returncode == 0  # warnings, not failures
+
+
+def test_gate_hooks_that_fail_open_and_refused_tokens_are_reported(
+    settings: Settings, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    closed_policy = {
+        "version": 1,
+        "hooks": {
+            "PreToolUse": [
+                {
+                    "id": "policy",
+                    "type": "http",
+                    "url": "http://127.0.0.1:9/policy",
+                    "failureMode": "closed",
+                }
+            ]
+        },
+    }
+    env = {
+        **env_for(settings.with_(api_key="doctor-admin-key")),
+        "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin",
+        "HOME": str(home),
+        "TACHOGRAPH_HOOKS": json.dumps(closed_policy),
+        "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
+    }
+    issued = tachograph(["keys", "issue", "--role", "agent", "--workspace", "default"], env)
+    assert issued.returncode == 0, issued.stderr
+    token = issued.stdout.strip()
+    server = Server(settings.with_(api_key="doctor-admin-key"), tmp_path / "serve.log", env)
+    try:
+        server.wait_ready(headers={"x-tachograph-key": "doctor-admin-key"})
+        # Claude Code over HTTP (its gates fail open); Codex with fail-closed gate commands.
+        for args in (
+            ["claude", str(project), "--http"],
+            ["codex", str(home), "--fail-closed"],
+        ):
+            installed = tachograph(["hook", "install", *args, "--url", server.url], env)
+            assert installed.returncode == 0, installed.stderr
+
+        good = doctor(
+            {**env, "TACHOGRAPH_AGENT_TOKEN": token, "TACHOGRAPH_WORKSPACE_ROOT": str(project)}
+        )
+        bad = doctor(
+            {
+                **env,
+                "TACHOGRAPH_AGENT_TOKEN": "not-a-key",
+                "TACHOGRAPH_WORKSPACE_ROOT": str(project),
+            }
+        )
+    finally:
+        server.kill()
+
+    warned = [line for line in good.stdout.splitlines() if line.startswith("WARN runtimes:")]
+    [fail_open] = [w for w in warned if "closed handler(s) policy" in w]
+    claude_file = project / ".claude" / "settings.local.json"
+    assert (
+        f"{claude_file} (PermissionRequest, PreToolUse, Stop, SubagentStart, UserPromptSubmit)"
+        in fail_open
+    )
+    assert ".codex" not in fail_open  # its gates are commands installed --fail-closed
+    assert not any("refuses the agent token" in w for w in warned), good.stdout
+    refused = [line for line in bad.stdout.splitlines() if "refuses the agent token" in line]
+    assert {"claude", "codex"} == {r.split(" hooks reach ")[0].split()[-1] for r in refused}
+    assert all("HTTP 401" in r for r in refused), refused
+    assert good.returncode == bad.returncode == 0  # warnings, not failures

@@ -33,6 +33,17 @@ NORMALISED_EVENTS: Final[tuple[str, ...]] = (
     "SessionEnd",
 )
 
+# Events Claude Code 2.1.328 also fires (fixtures/SOURCES.md): PermissionRequest, its
+# permission dialog, and PostToolBatch and MessageDisplay, which only report. Their
+# handlers are observational (§6.5); `hook install claude` registers them beside the
+# normalised set so the log holds them, and so a fail-closed install can gate the dialog.
+OBSERVATIONAL_EVENTS: Final[tuple[str, ...]] = (
+    "PermissionRequest",
+    "PostToolBatch",
+    "MessageDisplay",
+)
+INSTALLED_EVENTS: Final[tuple[str, ...]] = (*NORMALISED_EVENTS, *OBSERVATIONAL_EVENTS)
+
 # §6.1: the events whose handlers may change the agent's course (closed by default).
 GATE_EVENTS: Final = frozenset({"UserPromptSubmit", "SubagentStart", "PreToolUse", "Stop"})
 # What a fail-closed command hook denies when Tachograph cannot be reached: the gates, and
@@ -270,6 +281,14 @@ def _add_context(event: str, answer: dict[str, Any], context: str | None, notes:
         answer["reason"] = f"{answer['reason']}\n\n{context}"
     else:
         notes.append(f"additionalContext dropped: Claude Code does not accept it on {event}")
+
+
+def with_session_title(answer: dict[str, Any], title: str) -> dict[str, Any]:
+    """A SessionStart answer that also sets Claude Code's session title (2.1.328 reads
+    `hookSpecificOutput.sessionTitle` there), so the agent's own UI names the session as
+    its operator did."""
+    output = {"hookEventName": "SessionStart", **answer.get("hookSpecificOutput", {})}
+    return {**answer, "hookSpecificOutput": {**output, "sessionTitle": title}}
 
 
 def optional_text(value: object) -> str | None:

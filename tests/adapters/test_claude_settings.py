@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.adapters.claude_code import NORMALISED_EVENTS
+from api.adapters.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS, NORMALISED_EVENTS
 from cli.claude_settings import (
     ClaudeSettingsError,
     install_claude_hooks,
@@ -18,6 +18,7 @@ from cli.claude_settings import (
     uninstall_claude_hooks,
 )
 from cli.main import main as cli_main
+from cli.runtime_hooks import hook_command
 
 URL = "http://127.0.0.1:8000"
 
@@ -97,20 +98,72 @@ def own_handlers(settings: dict[str, Any], event: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_install_creates_the_file_with_one_command_hook_per_event(tmp_path: Path) -> None:
+def test_install_creates_the_file_with_one_pinned_command_hook_per_event(tmp_path: Path) -> None:
     path = install_claude_hooks(tmp_path, http=False, url=URL)
 
     assert path == settings_file(tmp_path)
     settings = read_settings(tmp_path)
     assert list(settings) == ["hooks"]
-    assert list(settings["hooks"]) == list(NORMALISED_EVENTS)
-    for event in NORMALISED_EVENTS:
+    # The normalised events, then those Claude Code fires beyond them (observational).
+    assert list(settings["hooks"]) == list(INSTALLED_EVENTS)
+    assert {"PermissionRequest", "PostToolBatch", "MessageDisplay"} <= set(INSTALLED_EVENTS)
+    for event in INSTALLED_EVENTS:
+        command = hook_command("claude", event, url=URL, fail_closed=False)
         assert settings["hooks"][event] == [
-            {
-                "matcher": "*",
-                "hooks": [{"type": "command", "command": f"tachograph hook claude {event}"}],
-            }
+            {"matcher": "*", "hooks": [{"type": "command", "command": command}]}
         ]
+        # The URL is pinned and the client runs as a file under this Python with -S.
+        assert command.startswith(f"TACHOGRAPH_URL={URL} ")
+        assert " -S " in command and command.endswith(f"hook_client/command.py claude {event}")
+
+
+def test_cli_install_pins_the_url_given_over_the_agents_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TACHOGRAPH_URL", "http://127.0.0.1:9999")
+
+    assert cli_main(["hook", "install", "claude", str(tmp_path), "--url", "http://h:8001/"]) == 0
+
+    [handler] = own_handlers(read_settings(tmp_path), "PreToolUse")
+    assert handler["command"].startswith("TACHOGRAPH_URL=http://h:8001 ")
+
+
+@pytest.mark.parametrize("http", [False, True])
+def test_fail_closed_install_makes_the_gates_fail_closed_commands(
+    tmp_path: Path, http: bool
+) -> None:
+    args = ["hook", "install", "claude", str(tmp_path), "--fail-closed"]
+    assert cli_main(args + (["--http"] if http else [])) == 0
+
+    settings = read_settings(tmp_path)
+    assert {"PreToolUse", "PermissionRequest", "UserPromptSubmit"} <= FAIL_CLOSED_EVENTS
+    for event in INSTALLED_EVENTS:
+        [handler] = own_handlers(settings, event)
+        if event in FAIL_CLOSED_EVENTS:
+            # An HTTP hook fails open when Tachograph is down: the gates stay commands.
+            assert handler["type"] == "command"
+            assert handler["command"].endswith(f"claude {event} --fail-closed")
+        elif http and event != "SessionStart":
+            assert handler["type"] == "http"
+        else:
+            assert handler["type"] == "command"
+            assert not handler["command"].endswith("--fail-closed")
+
+
+def test_install_in_a_git_work_tree_ignores_the_file_and_the_ignore(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    ignore = tmp_path / ".claude" / ".gitignore"
+    ignore.parent.mkdir()
+    ignore.write_text("notes.md\n", encoding="utf-8")
+
+    install_claude_hooks(tmp_path, http=False, url=URL)
+    install_claude_hooks(tmp_path, http=True, url=URL)
+
+    assert ignore.read_text(encoding="utf-8").splitlines() == [
+        "notes.md",
+        "settings.local.json",
+        ".gitignore",
+    ]
 
 
 def test_http_install_posts_to_hooks_claude_with_key_and_session_headers(tmp_path: Path) -> None:
@@ -138,7 +191,7 @@ def test_http_install_posts_to_hooks_claude_with_key_and_session_headers(tmp_pat
             ],
         }
     ]
-    for event in NORMALISED_EVENTS:
+    for event in INSTALLED_EVENTS:
         if event != "SessionStart":
             assert [h["type"] for h in own_handlers(settings, event)] == ["http"]
 
@@ -150,9 +203,9 @@ def test_http_install_never_lets_claude_code_read_the_admin_key(tmp_path: Path) 
     assert "TACHOGRAPH_API_KEY" not in settings_file(tmp_path).read_text(encoding="utf-8")
     settings = read_settings(tmp_path)
     http_handlers = [
-        h for event in NORMALISED_EVENTS for h in own_handlers(settings, event) if "url" in h
+        h for event in INSTALLED_EVENTS for h in own_handlers(settings, event) if "url" in h
     ]
-    assert len(http_handlers) == len(NORMALISED_EVENTS) - 1
+    assert len(http_handlers) == len(INSTALLED_EVENTS) - 1
     for handler in http_handlers:
         assert handler["headers"]["x-tachograph-key"] == "$TACHOGRAPH_AGENT_TOKEN"
         assert "TACHOGRAPH_AGENT_TOKEN" in handler["allowedEnvVars"]
@@ -184,7 +237,7 @@ def test_reinstall_over_a_previous_release_install_replaces_it(tmp_path: Path, h
 
     text = settings_file(tmp_path).read_text(encoding="utf-8")
     assert "TACHOGRAPH_API_KEY" not in text
-    for event in NORMALISED_EVENTS:
+    for event in INSTALLED_EVENTS:
         assert len(own_handlers(read_settings(tmp_path), event)) == 1
     fresh = tmp_path / "fresh"
     write_settings(fresh, USER_SETTINGS)
@@ -205,12 +258,11 @@ def test_http_install_keeps_session_start_on_the_command_hook_pinned_to_the_url(
     # Claude Code silently drops http hooks on SessionStart: only command hooks run there.
     install_claude_hooks(tmp_path, http=True, url="http://10.0.0.5:9000")
 
+    command = hook_command("claude", "SessionStart", url="http://10.0.0.5:9000", fail_closed=False)
     assert own_handlers(read_settings(tmp_path), "SessionStart") == [
-        {
-            "type": "command",
-            "command": "TACHOGRAPH_URL=http://10.0.0.5:9000 tachograph hook claude SessionStart",
-        }
+        {"type": "command", "command": command}
     ]
+    assert command.startswith("TACHOGRAPH_URL=http://10.0.0.5:9000 ")
 
 
 def test_install_preserves_every_user_hook_and_key(tmp_path: Path) -> None:
@@ -224,7 +276,9 @@ def test_install_preserves_every_user_hook_and_key(tmp_path: Path) -> None:
     assert list(settings) == ["permissions", "hooks", "env"]
     assert settings["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
     assert settings["hooks"]["Stop"][0] == USER_SETTINGS["hooks"]["Stop"][0]
-    assert settings["hooks"]["PermissionRequest"] == USER_SETTINGS["hooks"]["PermissionRequest"]
+    assert (
+        settings["hooks"]["PermissionRequest"][0] == USER_SETTINGS["hooks"]["PermissionRequest"][0]
+    )
     assert len(settings["hooks"]["PreToolUse"]) == 2
     assert len(own_handlers(settings, "PreToolUse")) == 1
 
@@ -248,7 +302,7 @@ def test_switching_mode_replaces_own_entries(tmp_path: Path, first: bool, second
 
     settings = read_settings(tmp_path)
     expected = "http" if second else "command"
-    for event in NORMALISED_EVENTS:
+    for event in INSTALLED_EVENTS:
         handlers = own_handlers(settings, event)
         assert len(handlers) == 1
         if event != "SessionStart":
@@ -406,7 +460,7 @@ def test_blank_file_counts_as_empty_settings(tmp_path: Path) -> None:
 
     install_claude_hooks(tmp_path, http=False, url=URL)
 
-    assert list(read_settings(tmp_path)["hooks"]) == list(NORMALISED_EVENTS)
+    assert list(read_settings(tmp_path)["hooks"]) == list(INSTALLED_EVENTS)
 
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host", "http://", "http://a b"])
