@@ -1,56 +1,73 @@
 """One offline Codex run against a real `tachograph serve`, for tests/agents/test_codex.py.
 
-    python codex_run.py --work DIR --serve-port N [--server-down]
+    python codex_run.py --work DIR --codex BIN [--server-down | --serve-stops-at-escalation]
 
-Run it inside a loopback-only network namespace (`unshare -n`, lo up): it starts a policy
-handler, `tachograph serve` on SQLite (unless --server-down), the scripted Responses
-stand-in and the real `codex exec`, all on 127.0.0.1 there. The hooks were installed
-beforehand with `tachograph hook install codex DIR/home --url http://127.0.0.1:N`. It
-writes DIR/report.json: the CLI's exit code and time, what the stand-in received and
-which files the commands made. Standard library only.
+Run it inside a loopback-only network namespace (harness.run_driver): it starts the
+managed handlers, `tachograph serve` on SQLite (unless --server-down), installs the hooks
+with `tachograph hook install codex DIR/home` (`--fail-closed` with
+--serve-stops-at-escalation), and runs the scripted Responses stand-in and the real
+`codex exec` against them. Codex runs sandboxed with approvals on request, decided by its
+own automatic reviewer (`--approve-for-me`, the stand-in answering for the reviewer too):
+the setup in which it asks permission (fixtures' perm_allow). It writes DIR/report.json:
+the CLI's exit code and time, what the stand-in received and which files the commands
+made.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(REPO / "tests")]
+# Run as a script (inside the namespace), the repository is not on the path by itself.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import openai_responses_standin as standin  # noqa: E402
-from hook_server import HookServer  # noqa: E402
+from tests.agents import harness  # noqa: E402
+from tests.agents import openai_responses_standin as standin  # noqa: E402
+from tests.agents.standin_server import Reply  # noqa: E402
+from tests.hook_server import Behaviour  # noqa: E402
+from tests.support import Server, free_port  # noqa: E402
 
 PROMPT = "Tidy the project: run the checks, then add hello.txt."
+# What the managed SessionStart and UserPromptSubmit handlers add to the model's context.
+SESSION_CONTEXT = "tachograph-session-context-5c1e: builds run in the ci/ folder"
+PROMPT_CONTEXT = "tachograph-prompt-context-93ab: the release branch is frozen"
 DENIED_COMMAND = "echo pushed > DENIED.txt; git push --force origin main"
 ORIGINAL_COMMAND = "echo original > ORIGINAL.txt"
 REWRITTEN_COMMAND = "echo rewritten > REWRITTEN.txt"
 DENY_REASON = "force-pushing is not allowed in this workspace"
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from apply_patch\n*** End Patch\n"
+# Needs the sandbox lifted, so Codex asks permission (PermissionRequest) before it runs.
+ESCALATED_COMMAND = "echo ran > ESCALATED.txt"
+ESCALATION = {
+    "cmd": ESCALATED_COMMAND,
+    "sandbox_permissions": "require_escalated",
+    "justification": "Need to write a marker file outside the sandbox",
+}
+# The automatic reviewer is a model request of its own, told to answer strict JSON.
+REVIEWER_BRIEF = "You are judging one planned coding-agent action"
 FINAL_TEXT = "Checks run and hello.txt added."
+STOPPED_TEXT = "Stopped: the marker could not be written."
+
+POLICY = harness.shell_policy(
+    deny="push --force",
+    reason=DENY_REASON,
+    original=ORIGINAL_COMMAND,
+    replacement={"command": REWRITTEN_COMMAND},
+)
 
 
-def policy(body: dict[str, Any]) -> tuple[int, Any]:
-    """The managed PreToolUse handler: deny a force push, rewrite the ORIGINAL command."""
-    command = (body.get("detail", {}).get("toolInput") or {}).get("command", "")
-    if "push --force" in command:
-        return 200, {"schemaVersion": 1, "outcome": "deny", "reason": DENY_REASON}
-    if command == ORIGINAL_COMMAND:
-        replacement = {"command": REWRITTEN_COMMAND}
-        return 200, {"schemaVersion": 1, "outcome": "modify", "replacement": replacement}
-    return 200, {"schemaVersion": 1, "outcome": "pass"}
+def is_review(body: dict[str, Any]) -> bool:
+    return any(REVIEWER_BRIEF in text for text in standin.developer_texts(body))
 
 
-def responder(body: dict[str, Any]) -> Any:
+def responder(body: dict[str, Any]) -> Reply:
+    if is_review(body):
+        return standin.Text('{"outcome": "allow"}')
     turn = standin.conversation_turn(body)
     if turn == 0:
         return standin.ToolUse("exec_command", {"cmd": DENIED_COMMAND})
@@ -58,11 +75,35 @@ def responder(body: dict[str, Any]) -> Any:
         return standin.ToolUse("exec_command", {"cmd": ORIGINAL_COMMAND})
     if turn == 2:
         return standin.ToolUse("apply_patch", PATCH)
+    if turn == 3:
+        return standin.ToolUse("exec_command", ESCALATION)
     return standin.Text(FINAL_TEXT)
 
 
-def codex_config(home: Path, base_url: str) -> None:
-    codex_home = home / ".codex"
+def escalating_responder(body: dict[str, Any]) -> Reply:
+    """The run in which Tachograph goes away: one escalated command, then the final text."""
+    if is_review(body):
+        return standin.Text('{"outcome": "allow"}')
+    if standin.conversation_turn(body) == 0:
+        return standin.ToolUse("exec_command", ESCALATION)
+    return standin.Text(STOPPED_TEXT)
+
+
+def stopping_at_escalation(serve: Server) -> Behaviour:
+    """The policy, but the escalated command's PreToolUse stops `serve` before it is
+    answered: once the listener is closed the PreToolUse is answered (and recorded), and
+    the permission request that follows finds Tachograph gone."""
+
+    def decide(body: dict[str, Any]) -> tuple[int, Any]:
+        if harness.command_of(body) == ESCALATED_COMMAND:
+            serve.signal(signal.SIGTERM)
+            harness.wait_closed(serve.port)
+        return POLICY(body)
+
+    return decide
+
+
+def codex_config(codex_home: Path, base_url: str) -> None:
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
         'model = "gpt-5.5"\nmodel_provider = "standin"\ncheck_for_update_on_startup = false\n'
@@ -73,99 +114,47 @@ def codex_config(home: Path, base_url: str) -> None:
     )
 
 
-def wait_for(url: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--serve-port", type=int, required=True)
     parser.add_argument("--codex", required=True)
-    parser.add_argument("--server-down", action="store_true")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--server-down", action="store_true")
+    mode.add_argument("--serve-stops-at-escalation", action="store_true")
     args = parser.parse_args()
     work: Path = args.work
     home, project = work / "home", work / "project"
     project.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=False)
-    handler = HookServer()
-    handler.routes["/policy"] = policy
-    serve = None
-    if not args.server_down:
-        hooks = {
-            "PreToolUse": [{"id": "shell-policy", "type": "http", "url": handler.url + "/policy"}]
-        }
-        env = {
-            **os.environ,
-            "TACHOGRAPH_DATA_DIR": str(work / "data"),
-            "TACHOGRAPH_WORKSPACE_ROOT": str(work),
-            "TACHOGRAPH_HOOKS": json.dumps({"version": 1, "hooks": hooks}),
-            "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
-        }
-        log = open(work / "serve.log", "ab")  # noqa: SIM115 - closed with the process
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", str(args.serve_port)],
-            env=env,
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(f"http://127.0.0.1:{args.serve_port}/api/health")
-    report: dict[str, Any] = {"netns": os.readlink("/proc/self/ns/net")}
+    contexts = {"SessionStart": SESSION_CONTEXT, "UserPromptSubmit": PROMPT_CONTEXT}
+    managed = harness.ManagedHooks(POLICY, contexts=contexts)
+    serve = None if args.server_down else harness.start_serve(work, managed)
+    url = serve.url if serve else f"http://127.0.0.1:{free_port()}"
+    if serve and args.serve_stops_at_escalation:
+        managed.replace(harness.POLICY, stopping_at_escalation(serve))
+    script = escalating_responder if args.serve_stops_at_escalation else responder
     try:
-        with standin.ResponsesStandIn(responder) as api:
-            codex_config(home, api.base_url)
-            env = {
-                "PATH": os.environ["PATH"],
-                "HOME": str(home),
-                "CODEX_HOME": str(home / ".codex"),
-                "STANDIN_API_KEY": "sk-standin",
-                "TACHOGRAPH_DATA_DIR": str(work / "hook-client"),
-                "NO_COLOR": "1",
-            }
-            argv = [
-                args.codex,
-                "exec",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox",
-                "--dangerously-bypass-hook-trust",
-                "-C",
-                str(project),
-                PROMPT,
-            ]
-            started = time.monotonic()
-            done = subprocess.run(
-                argv,
-                env=env,
-                cwd=project,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
+        fail_closed = ["--fail-closed"] if args.serve_stops_at_escalation else []
+        harness.install_hooks("codex", home, url, *fail_closed)
+        with standin.ResponsesStandIn(script) as api:
+            codex_config(home / ".codex", api.base_url)
+            env = harness.agent_env(
+                work, CODEX_HOME=str(home / ".codex"), STANDIN_API_KEY="sk-standin"
             )
-            report["seconds"] = time.monotonic() - started
-            report["exit"] = done.returncode
-            report["stdout"], report["stderr"] = done.stdout[-4000:], done.stderr[-4000:]
-            time.sleep(0.5)  # hooks of the session's end
-            report["model_requests"] = [json.dumps(r.body) for r in api.agent_requests()]
+            argv = [args.codex, "exec", "--skip-git-repo-check", "--approve-for-me"]
+            argv += ["--dangerously-bypass-hook-trust", "-C", str(project), PROMPT]
+            report = harness.run_agent(argv, env=env, cwd=project)
+            time.sleep(0.5)  # the hooks of the session's end, delivered detached
+            bodies = [r.body for r in api.agent_requests()]
+            report["model_requests"] = [json.dumps(b) for b in bodies if not is_review(b)]
+            report["reviews"] = [json.dumps(b) for b in bodies if is_review(b)]
             report["standin_errors"] = list(api.errors)
     finally:
         if serve is not None:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(20)
-        handler.close()
-    report["files"] = sorted(p.name for p in project.iterdir())
-    report["policy_calls"] = len(handler.bodies("/policy"))
-    (work / "report.json").write_text(json.dumps(report, indent=1))
+            harness.stop_serve(serve)
+        managed.close()
+    report["files"] = harness.files_in(project)
+    report["policy_calls"] = managed.policy_inputs()
+    harness.write_report(work, report)
     return 0
 
 

@@ -1,58 +1,62 @@
 """One offline Gemini CLI run against a real `tachograph serve` (tests/agents/test_gemini_cli.py).
 
-    python gemini_run.py --work DIR --serve-port N --gemini BIN --token-file F [--server-down]
+    python gemini_run.py --work DIR --gemini BIN [--server-down]
 
-Run it inside a loopback-only network namespace (`unshare -n`, lo up): it starts a policy
-handler, `tachograph serve` on SQLite in DIR/data (unless --server-down), the scripted
-Gemini API stand-in and the real `gemini -p`, all on 127.0.0.1 there. The hooks were
-installed beforehand with `tachograph hook install gemini DIR/home --url
-http://127.0.0.1:N`; the agent token in F is the only credential Gemini CLI's environment
-holds. It writes DIR/report.json: the CLI's exit code and time, what the stand-in
-received, the policy handler's calls and which files the commands made. Stdlib only.
+Run it inside a loopback-only network namespace (harness.run_driver): it issues an agent
+token, starts the managed handlers, `tachograph serve` on SQLite in DIR/data (unless
+--server-down), installs the hooks with `tachograph hook install gemini DIR/home` into the
+user's settings.json (which turns Gemini CLI's environment redaction on), and runs the
+scripted Gemini API stand-in and the real `gemini -p`. The agent token is the only
+credential Gemini CLI's environment holds. It writes DIR/report.json: the CLI's exit code
+and time, what the stand-in received, the policy handler's calls and which files the
+commands made.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(REPO / "tests")]
+# Run as a script (inside the namespace), the repository is not on the path by itself.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import gemini_standin as standin  # noqa: E402
-from hook_server import HookServer  # noqa: E402
+from tests.agents import gemini_standin as standin  # noqa: E402
+from tests.agents import harness  # noqa: E402
+from tests.agents.standin_server import Reply, Responder  # noqa: E402
+from tests.support import env_for, free_port  # noqa: E402
 
 PROMPT = "Tidy the project: run the checks, then add hello.txt."
+# What the managed UserPromptSubmit (BeforeAgent) handler adds. (Not at SessionStart:
+# Gemini CLI's `-p` glues that context onto the prompt itself, which BeforeAgent then
+# reports as the prompt.)
+PROMPT_CONTEXT = "tachograph-prompt-context-e27a: the release branch is frozen"
 DENIED_COMMAND = "echo gone > DENIED.txt; rm -rf build"
 ORIGINAL_COMMAND = "echo original > ORIGINAL.txt"
 REWRITTEN = {"command": "echo rewritten > REWRITTEN.txt", "description": "rewritten by policy"}
 DENY_REASON = "rm -rf is not allowed in this workspace"
 FINAL_TEXT = "Checks run and hello.txt added."
 ADMIN_KEY = "gemini-e2e-admin-key-0123456789"
+USER_SETTINGS: dict[str, Any] = {
+    "security": {
+        "auth": {"selectedType": "gemini-api-key"},
+        "environmentVariableRedaction": {"enabled": True},
+    },
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+}
+
+# Gemini CLI builds the tool from a rewrite alone: the replacement is the complete input.
+POLICY = harness.shell_policy(
+    deny="rm -rf", reason=DENY_REASON, original=ORIGINAL_COMMAND, replacement=REWRITTEN
+)
 
 
-def policy(body: dict[str, Any]) -> tuple[int, Any]:
-    """The managed PreToolUse handler: deny `rm -rf`, rewrite the ORIGINAL command (the
-    replacement is the complete argument object)."""
-    command = (body.get("detail", {}).get("toolInput") or {}).get("command", "")
-    if "rm -rf" in command:
-        return 200, {"schemaVersion": 1, "outcome": "deny", "reason": DENY_REASON}
-    if command == ORIGINAL_COMMAND:
-        return 200, {"schemaVersion": 1, "outcome": "modify", "replacement": REWRITTEN}
-    return 200, {"schemaVersion": 1, "outcome": "pass"}
-
-
-def responder(project: Path) -> standin.Responder:
-    def reply(body: dict[str, Any]) -> standin.Reply:
+def responder(project: Path) -> Responder:
+    def reply(body: dict[str, Any]) -> Reply:
         turn = standin.conversation_turn(body)
         if turn == 0:
             return standin.ToolUse(
@@ -71,109 +75,53 @@ def responder(project: Path) -> standin.Responder:
     return reply
 
 
-def wait_for(url: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    request = urllib.request.Request(url, headers={"x-tachograph-key": ADMIN_KEY})
-    while True:
-        try:
-            urllib.request.urlopen(request, timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--serve-port", type=int, required=True)
     parser.add_argument("--gemini", required=True)
-    parser.add_argument("--token-file", type=Path, required=True)
     parser.add_argument("--server-down", action="store_true")
     args = parser.parse_args()
     work: Path = args.work
     home, project = work / "home", work / "project"
     project.mkdir(parents=True, exist_ok=True)
-    handler = HookServer()
-    handler.routes["/policy"] = policy
+    settings_file = home / ".gemini" / "settings.json"
+    settings_file.parent.mkdir(parents=True, exist_ok=True)
+    settings_file.write_text(json.dumps(USER_SETTINGS))
+    issue = ["keys", "issue", "--role", "agent", "--workspace", "default"]
+    token = harness.tachograph(*issue, env=env_for(harness.settings_of(work, ADMIN_KEY)))
+    managed = harness.ManagedHooks(
+        POLICY, matcher=["run_shell_command"], contexts={"UserPromptSubmit": PROMPT_CONTEXT}
+    )
     serve = None
-    report: dict[str, Any] = {"netns": os.readlink("/proc/self/ns/net")}
     if not args.server_down:
-        policy_handler = {
-            "id": "shell-policy",
-            "type": "http",
-            "url": handler.url + "/policy",
-            "matcher": ["run_shell_command"],
-        }
-        env = {
-            "PATH": os.environ["PATH"],
-            "TACHOGRAPH_DATA_DIR": str(work / "data"),
-            "TACHOGRAPH_WORKSPACE_ROOT": str(work / "workspace"),
-            "TACHOGRAPH_API_KEY": ADMIN_KEY,
-            "TACHOGRAPH_HOOKS": json.dumps(
-                {"version": 1, "hooks": {"PreToolUse": [policy_handler]}}
-            ),
-            "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
-            "TACHOGRAPH_SERVE_CPU": "all",
-        }
-        log = open(work / "serve.log", "ab")  # noqa: SIM115 - closed with the process
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", str(args.serve_port)],
-            env=env,
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(f"http://127.0.0.1:{args.serve_port}/api/health")
+        extra = {"TACHOGRAPH_SERVE_CPU": "all"}
+        serve = harness.start_serve(work, managed, api_key=ADMIN_KEY, extra_env=extra)
+    url = serve.url if serve else f"http://127.0.0.1:{free_port()}"
     try:
+        harness.install_hooks("gemini", home, url)
         with standin.GeminiStandIn(responder(project)) as api:
-            env = {
-                "PATH": os.environ["PATH"],
-                "HOME": str(home),
-                "GOOGLE_GEMINI_BASE_URL": api.url,
-                "GEMINI_API_KEY": "standin-key",
+            env = harness.agent_env(
+                work,
+                GOOGLE_GEMINI_BASE_URL=api.url,
+                GEMINI_API_KEY="standin-key",
                 # The hook's only credential; Gemini CLI redacts *TOKEN* names from hooks
                 # (redaction is on in this settings.json) unless they are allow-listed.
-                "TACHOGRAPH_AGENT_TOKEN": args.token_file.read_text().strip(),
-                "TACHOGRAPH_DATA_DIR": str(work / "hook-client"),
-                "NO_COLOR": "1",
-                "CI": "1",
-            }
-            argv = [
-                args.gemini,
-                "--skip-trust",
-                "--approval-mode",
-                "yolo",
-                "-m",
-                "gemini-2.5-pro",
-                "-p",
-                PROMPT,
-            ]
-            started = time.monotonic()
-            done = subprocess.run(
-                argv,
-                env=env,
-                cwd=project,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=90,
-                check=False,
+                TACHOGRAPH_AGENT_TOKEN=token.strip(),
+                CI="1",
             )
-            report["seconds"] = time.monotonic() - started
-            report["exit"] = done.returncode
-            report["stdout"], report["stderr"] = done.stdout[-4000:], done.stderr[-4000:]
+            argv = [args.gemini, "--skip-trust", "--approval-mode", "yolo"]
+            argv += ["-m", "gemini-2.5-pro", "-p", PROMPT]
+            report = harness.run_agent(argv, env=env, cwd=project, timeout=90)
             report["model_requests"] = [json.dumps(r.body) for r in api.agent_requests()]
             report["standin_errors"] = list(api.errors)
     finally:
         if serve is not None:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(20)
-        handler.close()
-    report["files"] = sorted(p.name for p in project.iterdir())
-    report["policy_calls"] = [b["detail"]["toolInput"] for b in handler.bodies("/policy")]
-    (work / "report.json").write_text(json.dumps(report, indent=1))
+            harness.stop_serve(serve)
+        managed.close()
+    report["files"] = harness.files_in(project)
+    report["policy_calls"] = managed.policy_inputs()
+    report["serve_url"] = url
+    harness.write_report(work, report)
     return 0
 
 

@@ -26,13 +26,21 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
+import sys
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # loaded by path, by a script beside it: the repository's packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.agents import standin_server as base  # noqa: E402
+
+# What a script says the model does (Reply, Responder: in standin_server).
+ToolUse = base.ToolUse
+Text = base.Text
 
 MODEL = "gpt-standin-1"
 LOGGED_HEADERS = (
@@ -48,23 +56,6 @@ LOGGED_HEADERS = (
     "copilot-integration-id",
 )
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    """A tool call: `input` is the argument object, or the raw text for a custom tool."""
-
-    name: str
-    input: dict[str, Any] | str
-
-
-@dataclass(frozen=True)
-class Text:
-    text: str
-
-
-Reply = ToolUse | Text
-Responder = Callable[[dict[str, Any]], Reply]
 
 
 def items(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,6 +93,12 @@ def user_texts(body: dict[str, Any]) -> list[str]:
     return [text_of(i.get("content")) for i in items(body) if i.get("role") == "user"]
 
 
+def developer_texts(body: dict[str, Any]) -> list[str]:
+    """The developer (system-like) messages: instructions, injected context, a reviewer's
+    brief."""
+    return [text_of(i.get("content")) for i in items(body) if i.get("role") == "developer"]
+
+
 def first_prompt(body: dict[str, Any]) -> str:
     """The text of the last user message before any tool call (the prompt, usually)."""
     texts = user_texts(body)
@@ -136,195 +133,70 @@ def is_agent_loop(body: dict[str, Any]) -> bool:
     return bool(body.get("tools"))
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    reply: str | None = None
-    status: int = 200
+class ResponsesHandler(base.RecordingHandler):
+    def do_GET(self) -> None:
+        entry = self.record(None)
+        if self.path.split("?")[0].rstrip("/").endswith("/models"):
+            model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "standin"}
+            # OpenAI's list shape, plus Codex's own `models` member.
+            self.send_json(200, {"object": "list", "data": [model], "models": []})
+            return
+        self.send_error_json(entry, 404, f"no {self.path} here")
+
+    def do_POST(self) -> None:
+        body = self.body()
+        entry = self.record(body)
+        if not self.standin.is_model_path(self.path.split("?")[0]) or not isinstance(body, dict):
+            self.send_error_json(entry, 404, f"no {self.path} here")
+            return
+        reply = self.scripted(entry, body)
+        if reply is None:
+            return
+        response_id = f"resp_standin{self.standin.next_id():04d}"
+        model = str(body.get("model") or MODEL)
+        output = [output_item(body, reply)]
+        if not body.get("stream"):
+            self.send_json(200, response(response_id, model, output, "completed"))
+            return
+        self.start_stream()
+        for event in sse_events(response_id, model, output):
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+        self.end_stream()
+
+    def send_error_json(self, entry: base.Recorded, status: int, message: str) -> None:
+        entry.status = status
+        kind = "not_found" if status == 404 else "invalid_request_error"
+        self.send_json(status, {"error": {"message": message, "type": kind}})
 
 
 @dataclass
-class ResponsesStandIn:
-    """`with ResponsesStandIn(responder) as api:` serves on `api.url` until the block ends.
+class ResponsesStandIn(base.StandInServer):
+    """`with ResponsesStandIn(responder) as api:` serves on `api.url` until the block ends;
+    point the CLI at `api.base_url` (`<url>/v1`)."""
 
-    Point the CLI at `api.base_url` (`<url>/v1`). `fail_status` answers every model request
-    with that HTTP status instead (e.g. 401) to script an API failure.
-    """
-
-    responder: Responder
-    side_text: str = "OK"  # what requests that offer no tools (titles, summaries) get
-    fail_status: int | None = None
-    requests: list[Recorded] = field(default_factory=list)
-    # A responder that raised: answered 400, kept here.
-    errors: list[str] = field(default_factory=list)
-    port: int = 0
+    Handler = ResponsesHandler
+    logged_headers = LOGGED_HEADERS
+    secret_headers = ("authorization", "api-key")
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__post_init__()
         self.base_url = f"{self.url}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> ResponsesStandIn:
-        self._thread.start()
-        return self
+    def is_model_path(self, path: str) -> bool:
+        return path.endswith("/responses")
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def is_agent_loop(self, body: dict[str, Any]) -> bool:
+        return is_agent_loop(body)
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    # What tests read
-
-    def paths(self) -> list[str]:
-        with self._lock:
-            return [f"{r.method} {r.path}" for r in self.requests]
-
-    def agent_requests(self) -> list[Recorded]:
-        with self._lock:
-            return [
-                r
-                for r in self.requests
-                if r.path.split("?")[0].endswith("/responses")
-                and isinstance(r.body, dict)
-                and is_agent_loop(r.body)
-            ]
-
-    # Serving
-
-    def _record(self, entry: Recorded) -> None:
-        with self._lock:
-            self.requests.append(entry)
-
-    def _reply_for(self, body: dict[str, Any]) -> Reply:
-        if not is_agent_loop(body):
-            return Text(self.side_text)
-        return self.responder(body)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def _body(self) -> Any:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if not raw:
-                    return None
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    return raw.decode("utf-8", errors="replace")
-
-            def _entry(self, body: Any) -> Recorded:
-                headers = {h: self.headers[h] for h in LOGGED_HEADERS if self.headers.get(h)}
-                if self.headers.get("authorization"):
-                    headers["authorization"] = "present"
-                if self.headers.get("api-key"):
-                    headers["api-key"] = "present"
-                return Recorded(self.command, self.path, headers, body)
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                entry = self._entry(None)
-                standin._record(entry)
-                path = self.path.split("?")[0].rstrip("/")
-                if path.endswith("/models"):
-                    model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "standin"}
-                    # OpenAI's list shape, plus Codex's own `models` member.
-                    self._json(200, {"object": "list", "data": [model], "models": []})
-                    return
-                self._not_found(entry)
-
-            def do_HEAD(self) -> None:
-                standin._record(self._entry(None))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def do_POST(self) -> None:
-                body = self._body()
-                entry = self._entry(body)
-                standin._record(entry)
-                path = self.path.split("?")[0]
-                if not path.endswith("/responses") or not isinstance(body, dict):
-                    self._not_found(entry)
-                    return
-                if standin.fail_status:
-                    entry.status = standin.fail_status
-                    error = {
-                        "message": "stand-in: scripted failure",
-                        "type": "invalid_request_error",
-                    }
-                    self._json(standin.fail_status, {"error": error})
-                    return
-                try:
-                    reply = standin._reply_for(body)
-                    if isinstance(reply, ToolUse):
-                        _check(body, reply)
-                except Exception as exc:  # a broken script must show, not hang the CLI
-                    standin.errors.append(f"{type(exc).__name__}: {exc}")
-                    entry.status = 400
-                    error = {"message": f"stand-in: {exc}", "type": "invalid_request_error"}
-                    self._json(400, {"error": error})
-                    return
-                entry.reply = repr(reply)
-                response_id = f"resp_standin{next(standin._ids):04d}"
-                model = str(body.get("model") or MODEL)
-                output = [output_item(body, reply)]
-                if body.get("stream"):
-                    self._stream(response_id, model, output)
-                else:
-                    self._json(200, response(response_id, model, output, "completed"))
-
-            def _not_found(self, entry: Recorded) -> None:
-                entry.status = 404
-                self._json(404, {"error": {"message": f"no {self.path} here", "type": "not_found"}})
-
-            def _stream(self, response_id: str, model: str, output: list[dict[str, Any]]) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("connection", "close")
-                self.end_headers()
-                for event in sse_events(response_id, model, output):
-                    line = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                    self.wfile.write(line.encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-        return Handler
+    def check(self, body: dict[str, Any], reply: ToolUse) -> None:
+        kind = tool_kind(body, reply.name)
+        if kind is None:
+            raise ValueError(f"the request offers no tool {reply.name!r}: {tool_names(body)}")
+        if kind == "custom" and not isinstance(reply.input, str):
+            raise ValueError(f"{reply.name!r} is a custom (free-form) tool: give its input as text")
 
 
-def _check(body: dict[str, Any], reply: ToolUse) -> None:
-    kind = tool_kind(body, reply.name)
-    if kind is None:
-        raise ValueError(f"the request offers no tool {reply.name!r}: {tool_names(body)}")
-    if kind == "custom" and not isinstance(reply.input, str):
-        raise ValueError(f"{reply.name!r} is a custom (free-form) tool: give its input as text")
-
-
-def output_item(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+def output_item(body: dict[str, Any], reply: base.Reply) -> dict[str, Any]:
     """The one output item of a response carrying `reply`, status completed."""
     if isinstance(reply, Text):
         return {

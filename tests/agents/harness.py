@@ -1,0 +1,292 @@
+"""What the real-CLI tests (test_codex.py, test_gemini_cli.py, test_copilot_cli.py) and
+their drivers (codex_run.py, gemini_run.py, copilot_driver.py) share.
+
+A test runs its driver inside a loopback-only network namespace (`run_driver`), so that
+no CLI can reach anything but 127.0.0.1. There the driver starts the managed hook
+handlers (`ManagedHooks`), `tachograph serve` on SQLite (`start_serve`), installs the
+hooks with `tachograph hook install`, runs the CLI against its model stand-in
+(`run_agent`) and writes what it saw to WORK/report.json (`write_report`). The test then
+reads what serve stored (`stored`, `verify`). A run's folder WORK holds `home/` and
+`project/` (the CLI's), `data/` and `workspace/` (serve's), `hook-client/` (the command
+hook's data dir: its `hooks.log` of failed deliveries) and `serve.log`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.settings import Settings
+from tests.hook_server import Behaviour, HookServer, answer
+from tests.support import Server, env_for
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+REPO = Path(__file__).resolve().parents[2]
+# The handler ids of the managed hooks every run configures (the audit names them).
+POLICY = "shell-policy"
+CONTEXT_HANDLERS = {"SessionStart": "session-context", "UserPromptSubmit": "prompt-context"}
+
+
+# Inside the namespace: the drivers
+
+
+def command_of(body: dict[str, Any]) -> str:
+    """The shell command a managed PreToolUse handler is asked about ("" for other tools)."""
+    tool_input = body.get("detail", {}).get("toolInput")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    return command if isinstance(command, str) else ""
+
+
+def shell_policy(
+    *, deny: str, reason: str, original: str, replacement: dict[str, Any]
+) -> Behaviour:
+    """The managed PreToolUse handler: deny a command holding `deny`, and replace the input
+    of the command `original` with `replacement` (a complete input)."""
+
+    def decide(body: dict[str, Any]) -> tuple[int, Any]:
+        command = command_of(body)
+        if deny in command:
+            return 200, {"schemaVersion": 1, "outcome": "deny", "reason": reason}
+        if command == original:
+            return 200, {"schemaVersion": 1, "outcome": "modify", "replacement": replacement}
+        return 200, {"schemaVersion": 1, "outcome": "pass"}
+
+    return decide
+
+
+class ManagedHooks:
+    """The run's managed handlers (TACHOGRAPH_HOOKS), served on loopback by one HookServer:
+    the shell policy, and a handler per event in `contexts` that passes with that text as
+    additionalContext."""
+
+    def __init__(
+        self,
+        policy: Behaviour,
+        *,
+        matcher: Sequence[str] | None = None,
+        contexts: Mapping[str, str] | None = None,
+    ) -> None:
+        self.server = HookServer()
+        self.hooks: dict[str, list[dict[str, Any]]] = {}
+        for event, text in (contexts or {}).items():
+            self._add(event, CONTEXT_HANDLERS[event], answer("pass", additionalContext=text))
+        self._add("PreToolUse", POLICY, policy, matcher)
+
+    def _add(
+        self,
+        event: str,
+        handler_id: str,
+        behaviour: Behaviour,
+        matcher: Sequence[str] | None = None,
+    ) -> None:
+        self.server.routes[f"/{handler_id}"] = behaviour
+        entry: dict[str, Any] = {"id": handler_id, "type": "http"}
+        entry["url"] = f"{self.server.url}/{handler_id}"
+        if matcher is not None:
+            entry["matcher"] = list(matcher)
+        self.hooks.setdefault(event, []).append(entry)
+
+    def replace(self, handler_id: str, behaviour: Behaviour) -> None:
+        self.server.routes[f"/{handler_id}"] = behaviour
+
+    def env(self) -> dict[str, str]:
+        return {
+            "TACHOGRAPH_HOOKS": json.dumps({"version": 1, "hooks": self.hooks}),
+            "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
+        }
+
+    def policy_inputs(self) -> list[Any]:
+        """The tool input of each call the policy was asked about, in order."""
+        return [b.get("detail", {}).get("toolInput") for b in self.server.bodies(f"/{POLICY}")]
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def settings_of(work: Path, api_key: str | None = None) -> Settings:
+    return Settings(data_dir=work / "data", workspace_root=work / "workspace", api_key=api_key)
+
+
+def start_serve(
+    work: Path,
+    managed: ManagedHooks,
+    *,
+    api_key: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> Server:
+    """`tachograph serve` on SQLite in WORK/data on a free loopback port, once it answers."""
+    (work / "workspace").mkdir(parents=True, exist_ok=True)
+    env = {**managed.env(), **(extra_env or {})}
+    serve = Server(settings_of(work, api_key), work / "serve.log", env)
+    serve.wait_ready(headers={"x-tachograph-key": api_key} if api_key else None)
+    return serve
+
+
+def stop_serve(serve: Server) -> None:
+    """Stop it as an operator would (SIGTERM), which lets it answer what it is answering."""
+    if serve.popen.poll() is None:
+        serve.signal(signal.SIGTERM)
+    serve.wait(20)
+
+
+def wait_closed(port: int, seconds: float = 20) -> None:
+    """Until nothing accepts connections on the port any more."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"127.0.0.1:{port} still accepts connections")
+
+
+def tachograph(*args: str, env: Mapping[str, str]) -> str:
+    """Run the `tachograph` CLI of this checkout; its output, after it succeeded."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=dict(env),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"tachograph {' '.join(args)}: {done.returncode}\n{done.stderr}")
+    return done.stdout
+
+
+def install_hooks(runtime: str, home: Path, url: str, *flags: str) -> None:
+    """`tachograph hook install <runtime> <home>`, pinned to the server at `url`."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    tachograph("hook", "install", runtime, str(home), "--url", url, *flags, env=env)
+
+
+def agent_env(work: Path, **extra: str) -> dict[str, str]:
+    """What every CLI gets: a PATH, a HOME of its own, no colours, and the hook client's
+    data dir (so that its hooks.log is the run's)."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(work / "home"),
+        "NO_COLOR": "1",
+        "TACHOGRAPH_DATA_DIR": str(work / "hook-client"),
+        **extra,
+    }
+
+
+def run_agent(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float = 120
+) -> dict[str, Any]:
+    """Run the CLI to its end (stdin closed: some wait for it otherwise)."""
+    started = time.monotonic()
+    done = subprocess.run(
+        list(argv),
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return {
+        "seconds": time.monotonic() - started,
+        "exit": done.returncode,
+        "stdout": done.stdout[-4000:],
+        "stderr": done.stderr[-4000:],
+    }
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def write_report(work: Path, report: Mapping[str, Any]) -> None:
+    """WORK/report.json, with the network namespace it was made in."""
+    namespaced = {"netns": os.readlink("/proc/self/ns/net"), **report}
+    (work / "report.json").write_text(json.dumps(namespaced, indent=1))
+
+
+# In the test process (pytest and the app imported where used: the drivers need neither)
+
+
+def agent_cli(name: str) -> str:
+    """The pinned CLI, installed (or found cached) by scripts/agent-clis: never skipped."""
+    import pytest
+
+    try:
+        done = subprocess.run(
+            [str(REPO / "scripts" / "agent-clis"), name],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"scripts/agent-clis {name} did not finish within 10 min")
+    if done.returncode != 0:
+        pytest.fail(f"scripts/agent-clis {name} failed ({done.returncode}):\n{done.stderr}")
+    binary = done.stdout.strip().splitlines()[-1]
+    if not Path(binary).exists():
+        pytest.fail(f"scripts/agent-clis gave {binary!r}, which does not exist")
+    return binary
+
+
+def run_driver(driver: Path, work: Path, *args: str, timeout: float = 240) -> dict[str, Any]:
+    """Run a driver inside `unshare -n` with loopback up; its report.json."""
+    import pytest
+
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.fail("`unshare -n` does not work here: the real-CLI tests run only offline")
+    work.mkdir(parents=True, exist_ok=True)
+    inner = [sys.executable, str(driver), "--work", str(work), *args]
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *inner],
+        cwd=REPO,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    serve_log = work / "serve.log"
+    log = serve_log.read_text(errors="replace")[-3000:] if serve_log.exists() else ""
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:], log)
+    report: dict[str, Any] = json.loads((work / "report.json").read_text())
+    assert report["netns"] != os.readlink("/proc/self/ns/net")  # nothing left the machine
+    return report
+
+
+@contextmanager
+def stored(work: Path, api_key: str | None = None) -> Iterator[TestClient]:
+    """The app over what serve stored in WORK/data."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    headers = {"x-tachograph-key": api_key} if api_key else None
+    with TestClient(create_app(settings_of(work, api_key)), headers=headers) as client:
+        yield client
+
+
+def verify(work: Path, api_key: str | None = None) -> None:
+    """`tachograph verify` of the run's log: its chain holds."""
+    tachograph("verify", env=env_for(settings_of(work, api_key)))
+
+
+def hook_failures(work: Path) -> list[str]:
+    """The events whose command hook could not reach Tachograph, in order."""
+    log = work / "hook-client" / "hooks.log"
+    return [json.loads(line)["event"] for line in log.read_text().splitlines()]
