@@ -50,7 +50,9 @@ _SECRET_KEY: Final = re.compile(
 _SUMMARY_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "Bash": ("command",),
     "Write": ("file_path",),
-    "Edit": ("file_path",),
+    # Copilot CLI's PascalCase registration sends its file changes as `Edit`, recorded
+    # as {patch, file_paths} like apply_patch.
+    "Edit": ("file_path", "file_paths"),
     "MultiEdit": ("file_path",),
     "Read": ("file_path",),
     "NotebookEdit": ("notebook_path",),

@@ -49,6 +49,7 @@ Stdlib only: the command-hook client imports it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -154,6 +155,8 @@ def gemini_payload_to_event(
     model = _model_of(payload)
     if model is not None:
         mapped["model"] = model
+    if name == "UserPromptSubmit" and isinstance(mapped.get("prompt"), str):
+        mapped["prompt"] = _without_hook_context(mapped["prompt"])
     if name == "PostToolUse":
         error = _tool_error(mapped.get("tool_response"))
         if error is not None:
@@ -161,6 +164,17 @@ def gemini_payload_to_event(
             mapped["error"] = error
     # No event_id: see the module docstring (nothing in a payload is unique).
     return LifecycleEvent(name, agent=AGENT, detail=detail, **mapped)
+
+
+_HOOK_CONTEXT: Final = re.compile(r"\A\s*<hook_context>.*?</hook_context>\s*", re.DOTALL)
+
+
+def _without_hook_context(prompt: str) -> str:
+    """The user's prompt without the SessionStart context Gemini CLI 0.61 puts before it in
+    `-p` mode (`<hook_context>…</hook_context>`): that text is a hook's, not the user's, and
+    would otherwise title the session."""
+    stripped = _HOOK_CONTEXT.sub("", prompt, count=1)
+    return stripped if stripped else prompt
 
 
 def _model_of(payload: Mapping[str, Any]) -> str | None:

@@ -26,6 +26,7 @@ from api.adapters.runtimes import RUNTIMES
 from cli.copilot_hooks import install_copilot_hooks, install_note, uninstall_copilot_hooks
 from cli.hook_files import HookFileError
 from cli.main import main as cli_main
+from domain.dispatch_facts import input_summary
 from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
 
@@ -106,6 +107,8 @@ def test_every_payload_maps_field_by_field(path: Path) -> None:
     if isinstance(raw_input, str) and raw_input.startswith("*** Begin Patch"):
         # apply_patch (`Edit` in PascalCase payloads): a file-change call.
         assert ev.tool_input == {"patch": raw_input, "file_paths": ["hello.txt"]}
+        # The activity trail names the file, whichever name the tool came under.
+        assert input_summary(ev.tool_name, ev.tool_input) == "hello.txt"
     elif isinstance(raw_input, str):
         # apply_patch's input is whatever text it got (the modify capture's JSON-wrapped one).
         assert ev.tool_name == "apply_patch"

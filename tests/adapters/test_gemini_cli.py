@@ -145,6 +145,22 @@ def test_identical_payloads_are_two_events_never_one() -> None:
     assert first == second and first is not None and first.event_id is None
 
 
+def test_a_prompt_keeps_only_the_users_words_not_the_session_start_context() -> None:
+    # Gemini CLI 0.61 in -p mode puts a SessionStart hook's context before the prompt.
+    [name] = [p.name for p in (FIXTURES / "basic").glob("*-BeforeAgent.json")]
+    payload = fixture("basic", name)
+    wrapped = {
+        **payload,
+        "prompt": "<hook_context>Follow the style guide.\nLine two.</hook_context>\n\n"
+        + payload["prompt"],
+    }
+    ev = gemini_payload_to_event(wrapped)
+    assert ev is not None and ev.prompt == payload["prompt"]
+    only_context = {**payload, "prompt": "<hook_context>x</hook_context>"}
+    kept = gemini_payload_to_event(only_context)
+    assert kept is not None and kept.prompt == "<hook_context>x</hook_context>"
+
+
 def test_a_failed_tool_is_a_post_tool_use_failure() -> None:
     payload = fixture("basic", "08-AfterTool.json")
     failed = {
