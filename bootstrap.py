@@ -15,6 +15,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Recording
 
+from api.held_approvals import HeldApprovals
 from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
 from domain.dispatch_facts import RECORD_FULL
@@ -28,6 +29,7 @@ from infra.pool_check import ping_when_stale
 from infra.pool_reconnect import steady_reconnects
 from infra.settings import Settings
 from ingest.app_ports import AppSessions, CommittedDispatches
+from ingest.approval_gate import REUSE_WITHIN_S, ApprovalGate
 from ingest.group_commit import GroupCommitter
 from ingest.service import HookIngest
 from projections.base import Projection
@@ -38,9 +40,10 @@ from projections.sessions import session_exists
 from projections.store import PostgresReadStore, ReadStore, SQLiteReadStore
 from scheduler.attempt_tokens import AttemptTokens
 from scheduler.autonomy import AutonomyRuntime
-from scheduler.maintenance import prune_hook_audit_job
+from scheduler.maintenance import expire_orphaned_approvals_job, prune_hook_audit_job
 from scheduler.runtime import Job, SchedulerRuntime
 from scheduler.tasks import TaskRuntime, build_task_runtime
+from services.approval_log import AppApprovals
 from services.credentials import CredentialCache
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,8 @@ class Services:
     tasks: TaskRuntime | None = None
     committer: GroupCommitter | None = None
     autonomy: AutonomyRuntime | None = None
+    # Hook requests waiting for an operator's decision (asyncio, no thread each).
+    held: HeldApprovals | None = None
     # Coder dispatches wait on this pool so a slow handler chain can be abandoned at
     # half of Coder's timeout while it still finishes (and records) in the background.
     coder_pool: ThreadPoolExecutor = field(
@@ -190,9 +195,11 @@ def build_services(settings: Settings) -> Services:
     # (gateway median overhead ~15-25% lower, measured with the HTTP-signalled form).
     runner = ProjectionRunner(app, store, projections, commit_linger=COMMIT_LINGER_S)
     app.on_commit = runner.wake
-    app.on_recorded = partial(_recorded, runner)
+    held = HeldApprovals(app.recorder)
+    app.on_recorded = partial(_recorded, runner, held)
     transport = HttpxHookTransport(settings.secrets)
     committer = GroupCommitter(app, on_batch=observe_batch)
+    approvals = AppApprovals(app, store, partial(_workspace_of, app), REUSE_WITHIN_S)
     ingest = HookIngest(
         config=settings.hooks,
         redacted_tools=settings.redacted_tools,
@@ -201,10 +208,16 @@ def build_services(settings: Settings) -> Services:
         dispatches=CommittedDispatches(app, committer),
         ask=partial(ask, transport),
         observe=observe_dispatch,
+        approvals=ApprovalGate(settings.approvals, approvals),
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
         Job("hook-audit-retention", lambda: prune_hook_audit_job(app), IntervalTrigger(hours=24)),
+        Job(
+            "approval-expiry",
+            lambda: expire_orphaned_approvals_job(app, store),
+            IntervalTrigger(seconds=30),
+        ),
     ]
     keys = KeyService(app)
     tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
@@ -227,13 +240,27 @@ def build_services(settings: Settings) -> Services:
         tasks=tasks,
         committer=committer,
         autonomy=autonomy,
+        held=held,
     )
 
 
-def _recorded(runner: ProjectionRunner, recordings: list[Recording[UUID]]) -> None:
-    """Every durable save of this process: counted, and handed to the runner."""
+def _recorded(
+    runner: ProjectionRunner, held: HeldApprovals, recordings: list[Recording[UUID]]
+) -> None:
+    """Every durable save of this process: counted, handed to the runner, and told to
+    requests waiting for an approval it may settle."""
     observe_recorded(recordings)
     runner.offer(r.notification for r in recordings)
+    held.recorded(recordings)
+
+
+def _workspace_of(app: Tachograph, session_id: UUID) -> str | None:
+    """The workspace of a session, from the log (approval rules may be per workspace)."""
+    try:
+        session: object = app.repository.get(session_id)
+    except AggregateNotFoundError:
+        return None
+    return session.workspace if isinstance(session, Session) else None
 
 
 def freeze_startup_heap() -> None:

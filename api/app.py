@@ -19,6 +19,7 @@ from api.openapi import install_openapi
 from api.routes import (
     activity,
     adapters,
+    approvals,
     auditors,
     autonomy_settings,
     health,
@@ -98,6 +99,7 @@ def create_app(
         keys.router,
         self_update_workflow.router,
         activity.router,
+        approvals.router,
     ):
         app.include_router(router)
     # Added first, so innermost: it sees only authenticated, size-checked requests.

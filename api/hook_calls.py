@@ -27,6 +27,7 @@ from api.adapters.claude_code import HookPayloadError, with_session_title
 from api.adapters.runtimes import CLAUDE, Runtime
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
+from api.held_approvals import HeldApprovals
 from api.input_limits import TEXT_CHECKED, TextProblem, loads_checked, plainly_clean
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
@@ -56,12 +57,15 @@ async def ingest_in_loop(
     policy: ToolPolicy | None = None,
     render: Render | None = None,
     create_in: str | None = None,
+    held: HeldApprovals | None = None,
 ) -> Ingested:
     """The service's answer without occupying a worker thread when nothing blocks.
 
     A known session and no matching handlers: the event joins the group commit and
     the loop wakes once per committed batch. Anything else (handlers to run, a session
-    to look up or create, a retried eventId) runs `ingest` in the thread pool.
+    to look up or create, a retried eventId) runs `ingest` in the thread pool. A call
+    held for an operator waits on the loop (`held`), not in a thread, and is then
+    recorded and answered by `settle`.
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[Ingested] = loop.create_future()
@@ -93,7 +97,7 @@ async def ingest_in_loop(
             return await waiter
         except IntegrityError:
             pass  # a retried eventId: the blocking path answers with the stored decision
-    return await run_in_threadpool(
+    ingested = await run_in_threadpool(
         partial(
             ingest.ingest,
             session_id,
@@ -102,8 +106,22 @@ async def ingest_in_loop(
             render=render,
             policy=policy,
             create_in=create_in,
+            may_hold=held is not None,
         )
     )
+    return await settled(ingest, held, ingested)
+
+
+async def settled(
+    ingest: HookIngest, held: HeldApprovals | None, ingested: Ingested, wait_s: float | None = None
+) -> Ingested:
+    """The answer of a call held for an approval, once it settled or the wait ran out."""
+    pending = ingested.pending
+    if pending is None or held is None:
+        return ingested
+    limit = pending.wait_s if wait_s is None else min(wait_s, pending.wait_s)
+    await held.wait(pending.approval_id, limit)
+    return await run_in_threadpool(ingest.settle, pending)
 
 
 def json_answer(content: object, ingested: Ingested | None) -> Response:
@@ -165,7 +183,12 @@ async def answer_events(
     await authorize_session_in_loop(principal, session_id, services.session_workspace, EVENTS_ROUTE)
     bind_log_context(session_id=session_id)
     ingested = await ingest_in_loop(
-        services.ingest, session_id, ev, actor=principal.actor, policy=tool_policy_for(principal)
+        services.ingest,
+        session_id,
+        ev,
+        actor=principal.actor,
+        policy=tool_policy_for(principal),
+        held=services.held,
     )
     return json_answer(decision_body(ingested), ingested)
 
@@ -284,6 +307,7 @@ async def answer_runtime(
         policy=tool_policy_for(principal),
         render=runtime.render,
         create_in=workspace,
+        held=services.held,
     )
     answer = ingested.answer
     if runtime is CLAUDE and ev.event == "SessionStart" and isinstance(answer, dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -12,7 +13,8 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, Recording
 
-from domain.errors import AlreadyExists, NotFound, RevisionConflict
+from domain.approval import PENDING, Approval
+from domain.errors import AlreadyExists, InvalidState, NotFound, RevisionConflict
 from domain.ids import workspace_id
 from domain.session import Session
 from domain.workspace import DEFAULT_WORKSPACE, Workspace
@@ -187,3 +189,44 @@ class Tachograph(Application[UUID]):
         session = self.get_session(session_id)
         session.delete(actor)
         return Recorded(session.id, self.record(session))
+
+    # Approvals
+
+    def request_approval(self, approval: Approval) -> Approval:
+        """Record a new request; a redelivered hook's request is the one already stored."""
+        try:
+            self.record(approval)
+        except IntegrityError:
+            return self.load(Approval, approval.id, "Approval")
+        return approval
+
+    def decide_approval(
+        self,
+        approval_id: UUID,
+        verdict: str,
+        actor: str,
+        reason: str | None,
+        for_session: bool,
+        at: datetime,
+    ) -> tuple[Approval, int | None]:
+        """An operator's decision; a request already decided or expired is a Conflict."""
+        approval = self.load(Approval, approval_id, "Approval")
+        approval.decide(verdict, actor, reason, for_session, at)
+        try:
+            return approval, self.record(approval)
+        except IntegrityError:
+            # The deadline (or another operator) settled it first, on any replica.
+            settled = self.load(Approval, approval_id, "Approval")
+            raise InvalidState("Approval", settled.status, "decided") from None
+
+    def expire_approval(self, approval_id: UUID, at: datetime) -> Approval:
+        """Settle a request whose deadline passed; one already settled is returned as is."""
+        approval = self.load(Approval, approval_id, "Approval")
+        if approval.status != PENDING:
+            return approval
+        approval.expire(at)
+        try:
+            self.record(approval)
+        except IntegrityError:
+            return self.load(Approval, approval_id, "Approval")
+        return approval

@@ -14,6 +14,8 @@ FailureMode = Literal["open", "closed"]
 _PASS_ONLY = frozenset({"pass"})
 _GATE_OUTCOMES = frozenset({"pass", "deny", "modify"})
 _STOP_OUTCOMES = frozenset({"pass", "continue"})
+# A tool call may also wait for an operator's decision (an approval).
+_TOOL_GATE_OUTCOMES = _GATE_OUTCOMES | {"ask"}
 
 EVENT_OUTCOMES: dict[str, frozenset[str]] = {
     "SessionStart": _PASS_ONLY,
@@ -29,7 +31,7 @@ EVENT_OUTCOMES: dict[str, frozenset[str]] = {
     "Notification": _PASS_ONLY,
     "UserPromptSubmit": _GATE_OUTCOMES,
     "SubagentStart": _GATE_OUTCOMES,
-    "PreToolUse": _GATE_OUTCOMES,
+    "PreToolUse": _TOOL_GATE_OUTCOMES,
     "Stop": _STOP_OUTCOMES,
 }
 OBSERVATIONAL_EVENTS: frozenset[str] = frozenset(

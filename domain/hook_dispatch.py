@@ -13,7 +13,9 @@ from typing import Any, Final, Literal
 
 from domain.hook_config import SUBAGENT_EVENTS, TOOL_EVENTS, HookHandler
 
-Outcome = Literal["pass", "deny", "modify", "continue"]
+# `ask` holds a tool call for an operator (domain/approval.py); it is never what the agent
+# is finally told: the approval settles it to pass (or modify) or deny.
+Outcome = Literal["pass", "deny", "modify", "continue", "ask"]
 
 # Failure classes recorded on handler runs.
 FAILURE_TIMEOUT = "timeout"
@@ -34,7 +36,7 @@ CONTEXT_SEPARATOR = "\n\n"
 REDACTED = "[redacted]"
 DEFAULT_REDACTED_TOOLS: frozenset[str] = frozenset({"storeSecret", "recallSecret", "updateSecret"})
 
-OUTCOMES: frozenset[str] = frozenset({"pass", "deny", "modify", "continue"})
+OUTCOMES: frozenset[str] = frozenset({"pass", "deny", "modify", "continue", "ask"})
 PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 
 
@@ -127,6 +129,9 @@ class Decision:
     additional_context: str | None = None
     replacement: Any | None = None
     runs: tuple[HandlerRun, ...] = ()
+    # An operator allowed this call (an approval): a permission dialog is answered
+    # "allow" rather than left to the runtime's own prompt.
+    approved: bool = False
 
 
 PASS: Final = Decision("pass")
@@ -281,6 +286,10 @@ class _Chain:
             return self._result("deny", decision.reason or default)
         if outcome == "continue":
             return self._continue(handler, decision, duration_ms)
+        if outcome == "ask":
+            # A person decides: later handlers are not asked about a call that may not run.
+            self._record(handler, "ask", None, decision.reason, duration_ms)
+            return self._result("ask", decision.reason or f"hook {json.dumps(handler.id)} asks")
         if outcome == "modify":
             self._modify(decision)
         self._record(handler, outcome, None, decision.reason, duration_ms)
@@ -330,7 +339,8 @@ class _Chain:
             outcome=outcome,
             reason=reason,
             additional_context=CONTEXT_SEPARATOR.join(self.contexts) or None,
-            replacement=self.replacement if outcome == "modify" else None,
+            # An `ask` keeps an earlier rewrite: what is allowed is the rewritten call.
+            replacement=self.replacement if outcome in ("modify", "ask") else None,
             runs=tuple(self.runs),
         )
 

@@ -13,8 +13,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.cron import CronTrigger
 
+from domain.approval_rules import ApprovalRules
 from domain.dispatch_facts import RECORD_FULL, RECORD_MODES
 from domain.hook_config import HookConfig
+from infra.approval_config_parser import parse_approval_rules
 from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 from infra.hook_config_parser import HookConfigError, parse_hook_config
 from infra.reflector import ReflectorConfigError, parse_reflector_config
@@ -111,6 +113,8 @@ class Settings:
     # Secrets named by hook handlers' secretEnv, captured at start-up.
     secrets: Mapping[str, str] = field(default_factory=dict)
     hooks: HookConfig = field(default_factory=HookConfig.empty)
+    # Tool calls that wait for an operator's decision (TACHOGRAPH_APPROVALS).
+    approvals: ApprovalRules = field(default_factory=ApprovalRules)
 
     @property
     def sqlite_path(self) -> Path:
@@ -140,6 +144,10 @@ class Settings:
             )
         except HookConfigError as exc:
             raise SettingsError(f"TACHOGRAPH_HOOKS: {exc}") from None
+        try:
+            approvals = parse_approval_rules(get.text("TACHOGRAPH_APPROVALS"))
+        except HookConfigError as exc:
+            raise SettingsError(f"TACHOGRAPH_APPROVALS: {exc}") from None
         reflector = get.text("TACHOGRAPH_REFLECTOR") or "rules"
         try:
             reflector_secret = parse_reflector_config(
@@ -165,6 +173,7 @@ class Settings:
             api_key=get.text("TACHOGRAPH_API_KEY"),
             hooks_json=hooks_json,
             hooks=hooks,
+            approvals=approvals,
             hook_allowed_hosts=allowed_hosts,
             hook_allow_insecure_loopback=insecure_loopback,
             record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL).lower(),

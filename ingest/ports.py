@@ -14,6 +14,7 @@ from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
 
+from domain.approval import Approval
 from domain.hook_config import HookHandler
 from domain.hook_dispatch import Decision, HandlerReply, HandlerRequest
 from domain.hook_dispatch_record import HookDispatch
@@ -78,3 +79,25 @@ class DispatchLog(Protocol):
 
     def head(self) -> int | None:
         """The log's latest position."""
+
+
+class ApprovalLog(Protocol):
+    """Approvals as the hook path sees them: requested, looked up, expired."""
+
+    def request(self, approval: Approval) -> Approval:
+        """Record a request; the one already stored when it exists (a redelivery)."""
+
+    def load(self, approval_id: UUID) -> Approval | None:
+        """The approval from the log, None when there is none."""
+
+    def expire(self, approval_id: UUID, at: datetime) -> Approval:
+        """Settle a request past its deadline; one already settled is returned as is."""
+
+    def workspace(self, session_id: UUID) -> str | None:
+        """The workspace a session lives in (rules may be per workspace)."""
+
+    def allowance(self, session_id: UUID, tool_name: str) -> UUID | None:
+        """The approval that allowed this tool for the rest of the session, if any."""
+
+    def reusable(self, session_id: UUID, tool_name: str, summary: str | None) -> UUID | None:
+        """A request for the same call still pending or settled a moment ago."""

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
+from domain.approval import APPROVAL_HANDLER, settled_decision, still_pending
+from domain.approval import PENDING as APPROVAL_PENDING
+from domain.approval_rules import ApprovalRules
 from domain.dispatch_facts import dispatch_facts
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
@@ -42,6 +45,7 @@ from domain.hook_dispatch import (
 from domain.hook_dispatch_record import creation_event, dispatch_id_for
 from domain.lifecycle import REPORTED_FIELDS, LifecycleEvent
 from domain.session import Session
+from ingest.approval_gate import ApprovalGate, PendingApproval
 from ingest.known_sessions import KnownSessions
 from ingest.ports import (
     AskHandler,
@@ -56,6 +60,9 @@ from ingest.ports import (
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 80
+# A held request's timer may fire a moment before its deadline: that still expires it.
+_EARLY_WAKE = timedelta(milliseconds=100)
+APPROVAL_RUN_PREFIX = APPROVAL_HANDLER + ":"
 SUMMARY_CHARS = 500
 # A Stop `continue` is recorded on the session too; a concurrent change of the session
 # (a rename) makes that append conflict, and the count is then re-read and retried.
@@ -73,6 +80,9 @@ class Ingested:
     position: int | None
     recorded: bool
     duplicate: bool = False
+    # Set when the call waits for an operator: nothing is recorded or answered yet; the
+    # caller waits on the approval, then `HookIngest.settle` records and answers it.
+    pending: PendingApproval | None = None
 
     def at(self, position: int) -> Ingested:
         """This decision, durably recorded at `position` (no dataclasses.replace: this
@@ -103,6 +113,7 @@ class HookIngest:
         known: KnownSessions | None = None,
         clock: Clock = _utc_now,
         observe: DispatchObserver = _no_observer,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.config = config
         self.redacted_tools = redacted_tools
@@ -113,6 +124,7 @@ class HookIngest:
         self.known = known if known is not None else KnownSessions()
         self._clock = clock
         self._observe = observe
+        self.approvals = approvals if approvals is not None else ApprovalGate(ApprovalRules(), None)
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -158,11 +170,16 @@ class HookIngest:
         render: Render | None = None,
         policy: ToolPolicy | None = None,
         create_in: str | None = None,
+        may_hold: bool = False,
+        budget_s: float | None = None,
     ) -> Ingested:
         """Apply the session rule, decide, record durably, return the decision.
 
         `create_in`: the workspace to create an agent's session in on its first event;
-        None when the session must exist already (NotFound otherwise).
+        None when the session must exist already (NotFound otherwise). `may_hold`: the
+        caller can wait for an approval (an Ingested with `pending`), at most `budget_s`
+        when the runtime waits less than the approval's deadline; a caller that cannot
+        is told the call is still pending (a deny a retry may turn around).
         """
         received = self._clock()
         if create_in is None:
@@ -171,14 +188,70 @@ class HookIngest:
             self.ensure_session(session_id, create_in, ev)
         dispatch_id = dispatch_id_for(ev.event_id)
         handlers = self._handlers_for(ev)
-        if ev.event_id and handlers:
-            # Don't re-run handlers for a retried event: answer with the stored decision.
+        if ev.event_id and (handlers or self.approvals.may_hold(ev)):
+            # Don't re-run handlers (or ask an operator again) for a retried event: answer
+            # with the stored decision.
             stored = self._stored(dispatch_id, ev, render)
             if stored is not None:
                 return stored
         session = self._sessions.load(session_id) if ev.event == "Stop" and handlers else None
         continues = session.stop_continues(ev.turn_id) if session is not None else 0
         decision = self._decide(session_id, ev, dispatch_id, handlers, policy, continues, received)
+        if decision.outcome == "ask" or self.approvals.may_hold(ev):
+            gated = self.approvals.gate(
+                session_id,
+                ev,
+                dispatch_id,
+                decision,
+                actor=actor,
+                render=render,
+                received=received,
+                budget_s=budget_s,
+                redacted_tools=self.redacted_tools,
+            )
+            if isinstance(gated, PendingApproval):
+                if may_hold:
+                    return Ingested(dispatch_id, decision, None, None, False, pending=gated)
+                gated = still_pending(decision, gated.approval)
+            decision = gated
+        return self._finish(session_id, ev, dispatch_id, decision, actor, render, received, session)
+
+    def settle(self, pending: PendingApproval) -> Ingested:
+        """Record and answer a held call once its approval settled (or its wait ran out)."""
+        approvals = self.approvals.log
+        assert approvals is not None
+        now = self._clock()
+        approval = approvals.load(pending.approval_id) or pending.approval
+        if approval.status == APPROVAL_PENDING and now >= approval.deadline - _EARLY_WAKE:
+            approval = approvals.expire(approval.id, now)
+        if approval.status == APPROVAL_PENDING:
+            decision = still_pending(pending.asked, approval)  # the runtime could not wait
+        else:
+            waited_ms = max(0, int((now - pending.received).total_seconds() * 1000))
+            decision = settled_decision(pending.asked, approval, waited_ms)
+        return self._finish(
+            pending.session_id,
+            pending.ev,
+            pending.dispatch_id,
+            decision,
+            pending.actor,
+            pending.render,
+            pending.received,
+            None,
+        )
+
+    def _finish(
+        self,
+        session_id: UUID,
+        ev: LifecycleEvent,
+        dispatch_id: UUID,
+        decision: Decision,
+        actor: str,
+        render: Render | None,
+        received: datetime,
+        session: Session | None,
+    ) -> Ingested:
+        """Render the decision, record it durably, and say where."""
         answer, note = render(ev.event, decision) if render is not None else (None, None)
         fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received)
         created = creation_event(**fields)
@@ -211,7 +284,7 @@ class HookIngest:
         `reply` gets the Ingested once durable (through `deliver` when given), or an
         IntegrityError for a retried eventId, which `ingest` answers from the log.
         """
-        if session_id not in self.known or self._handlers_for(ev):
+        if session_id not in self.known or self._handlers_for(ev) or self.approvals.may_hold(ev):
             return False
         received = self._clock()
         dispatch_id = dispatch_id_for(ev.event_id)
@@ -363,6 +436,11 @@ class HookIngest:
             stored.reason,
             stored.additional_context,
             stored.replacement,
+            approved=any(
+                str(run.get("handler_id", "")).startswith(APPROVAL_RUN_PREFIX)
+                and run.get("outcome") == "pass"
+                for run in stored.runs
+            ),
         )
         answer = render(ev.event, decision)[0] if render is not None else None
         return Ingested(
@@ -382,7 +460,8 @@ def run_handlers(dispatch: Dispatch, handlers: list[HookHandler], ask: AskHandle
 
 def stored_outcome(outcome: str) -> Outcome:
     """A recorded outcome; anything else (never written) reads as the safe side, deny."""
-    return outcome if outcome in OUTCOMES else "deny"  # type: ignore[return-value]
+    # `ask` is never recorded (an approval settles it first); read as deny all the same.
+    return outcome if outcome in OUTCOMES and outcome != "ask" else "deny"  # type: ignore[return-value]
 
 
 def _working_directory(ev: LifecycleEvent) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from projections.activity import ActivityProjection
 from projections.api_keys import ApiKeysProjection
+from projections.approvals import ApprovalsProjection
 from projections.autonomy import AutonomySettingsProjection
 from projections.base import Projection
 from projections.hook_audit import HookAuditProjection
@@ -32,6 +33,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     LearnedProjection,
     ApiKeysProjection,
     SelfUpdateCyclesProjection,
+    ApprovalsProjection,
 )
 
 

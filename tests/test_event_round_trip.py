@@ -25,6 +25,7 @@ from eventsourcing.utils import get_topic, resolve_topic
 import domain
 from domain.api_key import ApiKey
 from domain.application import Tachograph
+from domain.approval import Approval
 from domain.autonomy_gate import AutonomyGate
 from domain.autonomy_settings import AutonomySettings
 from domain.hook_audit_retention import RETENTION, HookAuditRetention
@@ -248,6 +249,37 @@ def _signal(trace_id: str) -> Signal:
     )
 
 
+def _approval(call: str) -> Approval:
+    return Approval(
+        dispatch_id=tid(f"dispatch-{call}"),
+        session_id=tid("session"),
+        workspace_id="default",
+        event_name="PreToolUse",
+        turn_id="turn-1",
+        agent="claude-code",
+        tool_name="Bash",
+        tool_call_id=f"toolu_{call}",
+        input_summary="git push origin main",
+        rule_id="risky-git",
+        handler_id=None,
+        reason=None,
+        requested_at=T0,
+        deadline=T0 + timedelta(minutes=2),
+        on_timeout="deny",
+    )
+
+
+def approval_decided_for_the_session_and_one_expired() -> Iterator[Aggregate]:
+    decided = _approval("1")
+    yield decided
+    decided.decide("allow", ACTOR, "release day", True, T0 + timedelta(seconds=20))
+    yield decided
+    expired = _approval("2")
+    yield expired
+    expired.expire(T0 + timedelta(minutes=2))
+    yield expired
+
+
 def signal_reflected_after_a_retry() -> Iterator[Aggregate]:
     signal = _signal("trace-1")
     yield signal
@@ -384,6 +416,7 @@ def transcript_lifecycle() -> Iterator[Aggregate]:
 
 SCENARIOS: list[Scenario] = [
     workspace_lifecycle,
+    approval_decided_for_the_session_and_one_expired,
     session_lifecycle,
     api_key_lifecycle,
     autonomy_settings_lifecycle,

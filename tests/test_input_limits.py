@@ -48,7 +48,7 @@ def with_ids(path: str) -> str:
     values = {"slug": "default", "kind": "overlay", "agent_id": "agent-1", "key": "key-1"}
     values["label"] = "key-label"
     values |= {"runtime": "codex", "event": "PreToolUse"}
-    for name in ("session_id", "task_id", "schedule_id", "signal_id", "revision_id"):
+    for name in ("session_id", "task_id", "schedule_id", "signal_id", "revision_id", "approval_id"):
         values[name] = str(uuid.uuid4())
     return path.format(**values)
 

@@ -180,6 +180,10 @@ def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], 
     replacement = decision.replacement
     if event == "PreToolUse":
         answer = _pre_tool_use_answer(outcome, reason, replacement, notes)
+    elif event == "PermissionRequest" and outcome == "pass" and decision.approved:
+        # An operator allowed the call (an approval): answer the dialog for them.
+        allowed = {"behavior": "allow"}
+        answer = {"hookSpecificOutput": {"hookEventName": event, "decision": allowed}}
     elif outcome == "pass":
         answer = {}
     elif event == "PermissionRequest":

@@ -207,6 +207,8 @@ def decision_to_copilot(event: str, decision: Decision) -> tuple[dict[str, Any],
     answer: dict[str, Any]
     if event == "PreToolUse":
         answer = _pre_tool_use(outcome, reason, replacement, notes)
+    elif event == "PermissionRequest" and outcome == "pass" and decision.approved:
+        answer = {"behavior": "allow"}  # an operator allowed the call (an approval)
     elif outcome == "pass":
         answer = {}
     elif event == "PermissionRequest":

@@ -3,6 +3,7 @@ and Coder's signed chat webhook."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
 from typing import Annotated, Literal
@@ -23,7 +24,7 @@ from api.adapters.runtimes import runtime_for
 from api.auth import request_principal
 from api.deps import ServicesDep
 from api.errors import ApiError
-from api.hook_calls import answer_claude, answer_runtime, checked, json_answer
+from api.hook_calls import answer_claude, answer_runtime, checked, json_answer, settled
 from api.input_limits import TextProblem, check_json
 from api.metrics import WEBHOOK_REJECTED
 from domain.lifecycle import EVENT_NAME_PATTERN, agent_session_uuid
@@ -64,15 +65,27 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
         raise ApiError(422, "validation_error", f"{exc}.") from None
     event = checked(coder_to_event(verified))
     session_id = agent_session_uuid(coder_session_key(verified.chat_id))
-    dispatch = partial(
-        services.ingest.ingest, session_id, event, actor="coder", create_in=DEFAULT_WORKSPACE
-    )
-    future = services.coder_pool.submit(dispatch)
     budget = settings.coder_hook_timeout_ms / 2000
+    dispatch = partial(
+        services.ingest.ingest,
+        session_id,
+        event,
+        actor="coder",
+        create_in=DEFAULT_WORKSPACE,
+        may_hold=services.held is not None,
+        budget_s=budget,
+    )
+    started = time.monotonic()
+    future = services.coder_pool.submit(dispatch)
     try:
         result: Ingested | None = await run_in_threadpool(future.result, budget)
     except FutureTimeout:
         result = None
+    if result is not None and result.pending is not None:
+        # Coder waits far less than a person needs: a call not decided within its budget
+        # is denied as still pending, and a retry finds the same approval.
+        left = max(0.0, budget - (time.monotonic() - started))
+        result = await settled(services.ingest, services.held, result, left)
     answer = (
         decision_to_coder(verified.type, result.decision)
         if result is not None

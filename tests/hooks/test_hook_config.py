@@ -52,7 +52,8 @@ def test_event_tables_match_spec() -> None:
     assert set(EVENT_OUTCOMES) == OBSERVATIONAL_EVENTS | GATE_EVENTS
     assert not OBSERVATIONAL_EVENTS & GATE_EVENTS
     assert sorted(GATE_EVENTS) == ["PreToolUse", "Stop", "SubagentStart", "UserPromptSubmit"]
-    assert EVENT_OUTCOMES["PreToolUse"] == {"pass", "deny", "modify"}
+    # `ask` holds the call for an operator's approval (TACHOGRAPH_APPROVALS, §6).
+    assert EVENT_OUTCOMES["PreToolUse"] == {"pass", "deny", "modify", "ask"}
     assert EVENT_OUTCOMES["Stop"] == {"pass", "continue"}
     assert len(OBSERVATIONAL_EVENTS) == 11
     assert all(EVENT_OUTCOMES[e] == {"pass"} for e in OBSERVATIONAL_EVENTS)

@@ -1,0 +1,120 @@
+"""Hook requests held open on an approval, woken the moment it settles, on any replica.
+
+A held request is an asyncio future, never a thread: hundreds can wait while the pool
+serves every other hook. A decision made by this process wakes its waiters straight
+from the save (`recorded`); one made by another replica is seen by polling the log for
+approval settlements, once per interval for all waiters together, and only while
+someone waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Any, Final
+from uuid import UUID
+
+from eventsourcing.persistence import Recording
+from starlette.concurrency import run_in_threadpool
+
+log = logging.getLogger(__name__)
+
+SETTLED_TOPICS: Final = ("Approval.Decided", "Approval.Expired")
+POLL_S: Final = 0.05
+_BATCH: Final = 500
+
+
+class HeldApprovals:
+    """Futures per approval id; settled by this process's saves or by the log poll."""
+
+    def __init__(self, recorder: Any, poll_s: float = POLL_S) -> None:
+        self._recorder = recorder
+        self._poll_s = poll_s
+        self._waiting: dict[UUID, set[asyncio.Future[None]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._position: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait now (for metrics and tests)."""
+        return sum(len(futures) for futures in self._waiting.values())
+
+    async def wait(self, approval_id: UUID, timeout_s: float) -> bool:
+        """Wait until the approval settles or `timeout_s` passes; True when it settled."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        if self._position is None:
+            # Settlements from here on: anything earlier is read from the aggregate anyway.
+            self._position = await run_in_threadpool(self._recorder.max_notification_id) or 0
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiting.setdefault(approval_id, set()).add(future)
+        if self._poller is None or self._poller.done():
+            self._poller = loop.create_task(self._poll())
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            futures = self._waiting.get(approval_id)
+            if futures is not None:
+                futures.discard(future)
+                if not futures:
+                    del self._waiting[approval_id]
+
+    def recorded(self, recordings: Iterable[Recording[UUID]]) -> None:
+        """Called after every durable save of this process (any thread): wake at once."""
+        for recording in recordings:
+            if recording.notification.topic in SETTLED_TOPICS:
+                self._settled_threadsafe(recording.domain_event.originator_id)
+
+    def _settled_threadsafe(self, approval_id: UUID) -> None:
+        loop = self._loop
+        if loop is None or approval_id not in self._waiting:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(self._settled, approval_id)
+
+    def _settled(self, approval_id: UUID) -> None:
+        for future in self._waiting.get(approval_id, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def _poll(self) -> None:
+        """While anyone waits, read settlements other replicas appended to the log."""
+        while self._waiting:
+            await asyncio.sleep(self._poll_s)
+            try:
+                found = await run_in_threadpool(self._read)
+            except Exception:  # noqa: BLE001 - a store hiccup: the deadline still holds
+                log.warning("approval poll failed", exc_info=True)
+                continue
+            for approval_id in found:
+                self._settled(approval_id)
+
+    def _read(self) -> list[UUID]:
+        with self._lock:
+            start = self._position or 0
+            # Up to the head read first: the next poll starts there, however many other
+            # events the log took meanwhile, so each poll reads only what is new.
+            head = self._recorder.max_notification_id() or 0
+            found: list[UUID] = []
+            while start < head:
+                notifications = self._recorder.select_notifications(
+                    start=start,
+                    limit=_BATCH,
+                    stop=head,
+                    topics=SETTLED_TOPICS,
+                    inclusive_of_start=False,
+                )
+                found.extend(UUID(str(n.originator_id)) for n in notifications)
+                if len(notifications) < _BATCH:
+                    break
+                start = notifications[-1].id
+            self._position = max(start, head)
+            return found
