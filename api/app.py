@@ -32,6 +32,7 @@ from api.routes import (
     self_update_workflow,
     sessions,
     signals,
+    stream,
     tasks,
     web,
     workspaces,
@@ -99,6 +100,7 @@ def create_app(
         keys.router,
         self_update_workflow.router,
         activity.router,
+        stream.router,
         approvals.router,
     ):
         app.include_router(router)

@@ -363,3 +363,23 @@ def test_a_request_whose_holder_went_away_is_expired_by_maintenance(services: Se
     assert expire_orphaned_approvals_job(services.app, services.store) == 0
     settled = services.app.load(Approval, orphan.id, "Approval")
     assert (settled.status, settled.verdict, settled.actor) == ("expired", "deny", "system")
+
+
+def test_the_live_stream_tells_operators_of_requests_and_decisions(serve: httpx.Client) -> None:
+    from tests.test_live_stream import parse
+
+    agent = issue(serve, role="agent", workspaceId="default")
+    reader = issue(serve, label="watcher", role="reader")
+    with serve.stream("GET", "/api/stream", headers=reader, timeout=30) as stream:
+        messages = parse(stream)
+        held = hook(serve, agent, pre_tool_use(str(uuid.uuid4()), "git push origin live"))
+        requested = next(m for m in messages if m.event.startswith("approval."))
+        assert requested.event == "approval.requested"
+        assert requested.data["status"] == "pending"
+        assert requested.data["inputSummary"] == "git push origin live"
+        serve.post(f"/api/approvals/{requested.data['id']}/decide", json={"decision": "allow"})
+        decided = next(m for m in messages if m.event.startswith("approval."))
+        assert decided.event == "approval.decided" and decided.id is not None
+        assert (decided.data["id"], decided.data["decision"]) == (requested.data["id"], "allow")
+        assert requested.id is not None and decided.id > requested.id
+    assert held.result().json() == {}

@@ -7,7 +7,6 @@
 
 const KEY_NAME = "tachograph-key";
 const BOARD_INTERVAL_MS = 2000;
-const SESSIONS_INTERVAL_MS = 5000;
 const AUTONOMY_INTERVAL_MS = 5000;
 const TASK_COLUMNS = [
   ["queued", "Queued"],
@@ -340,6 +339,7 @@ function loadIdentity() {
 function keyChanged() {
   if (identity.pending) identity.recheck = true;
   else loadIdentity();
+  liveRestart();
 }
 
 function forgetIdentity() {
@@ -565,7 +565,7 @@ function ensureWorkspaces(errorEl) {
 
 // ---------------------------------------------------------------- task board
 
-const board = { columns: new Map(), cards: new Map() };
+const board = { columns: new Map(), cards: new Map(), capped: false };
 
 function buildBoard() {
   const root = $("#board");
@@ -588,9 +588,16 @@ function card(task) {
   const meta = h("span", { class: "card-meta" });
   const foot = h("span", { class: "card-foot" });
   const link = h("a", { class: "card-link", href: `#tasks/${task.id}` }, title, meta, foot);
-  const el = h("li", { class: "card", "data-task-id": task.id }, link);
+  const el = h("li", { class: "card", "data-task-id": task.id, "data-created": task.createdAt }, link);
   el.parts = { title, meta, foot, link };
   return el;
+}
+
+/** Put `el` into `list` where the board's order (newest created first) wants it. */
+function placeByAge(list, el) {
+  const created = el.dataset.created;
+  const before = [...list.children].find((other) => other !== el && other.dataset.created < created);
+  if (el.parentElement !== list || el.nextElementSibling !== (before || null)) list.insertBefore(el, before || null);
 }
 
 function updateCard(el, task) {
@@ -628,27 +635,54 @@ function renderBoard(items) {
       board.cards.delete(id);
     }
   }
-  for (const [status, { list, count }] of board.columns) {
-    syncChildren(list, byStatus.get(status));
-    setText(count, byStatus.get(status).length);
+  for (const [status, { list }] of board.columns) syncChildren(list, byStatus.get(status));
+  countCards();
+}
+
+function countCards() {
+  for (const { list, count } of board.columns.values()) setText(count, list.children.length);
+}
+
+/** One task row from the live stream: its card moves to its column (the same node), or goes. */
+function applyTask(task) {
+  let el = board.cards.get(task.id);
+  const workspace = $("#tasks-workspace").value;
+  if (task.deleted || (workspace && task.workspaceId !== workspace)) {
+    if (el) {
+      el.remove();
+      board.cards.delete(task.id);
+    }
+  } else {
+    if (!el) {
+      el = card(task);
+      board.cards.set(task.id, el);
+    }
+    updateCard(el, task);
+    placeByAge((board.columns.get(task.status) || board.columns.get("queued")).list, el);
   }
+  countCards();
+  stampBoard();
+}
+
+function stampBoard() {
+  const capped = board.capped ? " · newest 200 shown" : "";
+  setText($("#board-updated"), `Updated ${fmtTime(new Date().toISOString())}${capped}${liveNote()}`);
+}
+
+async function loadBoard(minPosition) {
+  const query = new URLSearchParams({ limit: "200" });
+  const workspace = $("#tasks-workspace").value;
+  if (workspace) query.set("workspaceId", workspace);
+  if (minPosition) query.set("minPosition", String(minPosition));
+  const data = await api(`/api/tasks?${query}`);
+  renderBoard(data.items);
+  board.capped = data.items.length >= 200;
+  stampBoard();
 }
 
 views.tasks = () => {
   ensureWorkspaces($("#board-error"));
-  every(
-    BOARD_INTERVAL_MS,
-    async () => {
-      const query = new URLSearchParams({ limit: "200" });
-      const workspace = $("#tasks-workspace").value;
-      if (workspace) query.set("workspaceId", workspace);
-      const data = await api(`/api/tasks?${query}`);
-      renderBoard(data.items);
-      const capped = data.items.length >= 200 ? " · newest 200 shown" : "";
-      setText($("#board-updated"), `Updated ${fmtTime(new Date().toISOString())}${capped}`);
-    },
-    $("#board-error"),
-  );
+  liveView(loadBoard, $("#board-error"));
 };
 
 // ---------------------------------------------------------------- one task
@@ -1279,34 +1313,56 @@ function updateSessionRow(row, s) {
   setAttr(c.events, "href", `#stream/${s.id}`);
   setAttr(c.events, "aria-label", `Events of session ${s.title || shortId(s.id)}`);
   setAttr(row, "data-session-id", s.id);
+  setAttr(row, "data-created", s.createdAt);
+}
+
+function sessionRowFor(s) {
+  let row = sessionRows.get(s.id);
+  if (!row) {
+    row = sessionRow();
+    sessionRows.set(s.id, row);
+  }
+  updateSessionRow(row, s);
+  return row;
+}
+
+function stampSessions() {
+  $("#sessions-empty").hidden = sessionRows.size > 0;
+  setText($("#sessions-updated"), `Updated ${fmtTime(new Date().toISOString())}${liveNote()}`);
+}
+
+async function loadSessions(minPosition) {
+  const query = new URLSearchParams({ archived: String($("#sessions-archived").checked) });
+  const workspace = $("#sessions-workspace").value;
+  if (workspace) query.set("workspaceId", workspace);
+  if (minPosition) query.set("minPosition", String(minPosition));
+  const data = await api(`/api/sessions?${query}`);
+  const rows = data.items.map(sessionRowFor);
+  const keep = new Set(data.items.map((s) => s.id));
+  for (const id of [...sessionRows.keys()]) if (!keep.has(id)) sessionRows.delete(id);
+  syncChildren($("#sessions-rows"), rows);
+  stampSessions();
+}
+
+/** One session row from the live stream, updated in place (or added, or dropped from the list). */
+function applySession(s) {
+  const workspace = $("#sessions-workspace").value;
+  const listed =
+    !s.deleted &&
+    Boolean(s.archivedAt) === $("#sessions-archived").checked &&
+    (!workspace || s.workspaceId === workspace);
+  if (listed) {
+    placeByAge($("#sessions-rows"), sessionRowFor(s));
+  } else if (sessionRows.has(s.id)) {
+    sessionRows.get(s.id).remove();
+    sessionRows.delete(s.id);
+  }
+  stampSessions();
 }
 
 views.sessions = () => {
   ensureWorkspaces($("#sessions-error"));
-  every(
-    SESSIONS_INTERVAL_MS,
-    async () => {
-      const query = new URLSearchParams({ archived: String($("#sessions-archived").checked) });
-      const workspace = $("#sessions-workspace").value;
-      if (workspace) query.set("workspaceId", workspace);
-      const data = await api(`/api/sessions?${query}`);
-      const rows = data.items.map((s) => {
-        let row = sessionRows.get(s.id);
-        if (!row) {
-          row = sessionRow();
-          sessionRows.set(s.id, row);
-        }
-        updateSessionRow(row, s);
-        return row;
-      });
-      const keep = new Set(data.items.map((s) => s.id));
-      for (const id of [...sessionRows.keys()]) if (!keep.has(id)) sessionRows.delete(id);
-      syncChildren($("#sessions-rows"), rows);
-      $("#sessions-empty").hidden = rows.length > 0;
-      setText($("#sessions-updated"), `Updated ${fmtTime(new Date().toISOString())}`);
-    },
-    $("#sessions-error"),
-  );
+  liveView(loadSessions, $("#sessions-error"));
 };
 
 function refreshSessions() {
@@ -1327,6 +1383,15 @@ async function loadSession(id) {
     api(`/api/sessions/${encodeURIComponent(id)}/hooks?groupBy=turn`),
   ]);
   if (sessionView.id !== id) return;
+  renderSessionHead(session);
+  renderTimeline(hooks.turns || []);
+  const calls = await api(`/api/sessions/${encodeURIComponent(id)}/timeline?limit=50`);
+  if (sessionView.id !== id) return;
+  renderCalls(calls.items || []);
+}
+
+/** The session's title, status and fields: from its GET, or a row the live stream sent. */
+function renderSessionHead(session) {
   const title = session.title || `Session ${shortId(session.id)}`;
   setText($("#session-title"), title);
   document.title = `${title} · Tachograph`;
@@ -1345,10 +1410,6 @@ async function loadSession(id) {
     ["Archived", session.archivedAt ? timeEl(session.archivedAt) : undefined],
     ["Event stream", streamLink(session.id)],
   ]);
-  renderTimeline(hooks.turns || []);
-  const calls = await api(`/api/sessions/${encodeURIComponent(id)}/timeline?limit=50`);
-  if (sessionView.id !== id) return;
-  renderCalls(calls.items || []);
 }
 
 function callRow(call) {
@@ -1990,6 +2051,214 @@ views.stream = (id) => {
   });
 };
 
+// ---------------------------------------------------------------- live updates
+
+// The page follows GET /api/stream (Server-Sent Events) with fetch() and parses the events
+// itself: EventSource cannot send the x-tachograph-key header, and a key in the URL would
+// land in access logs and the browser history. On a reconnect it sends Last-Event-ID (the
+// log position of the last message applied), so the server resumes with nothing missed.
+const LIVE_RETRY_MS = [1000, 2000, 5000, 10000, 30000];
+// Only while the stream is down do the list views poll, this slowly.
+const FALLBACK_INTERVAL_MS = 30000;
+
+const live = {
+  up: false,
+  lastId: null, // log position of the last message received
+  after: null, // where the open stream started: lists read at least this far (minPosition)
+  abort: null, // the open request's AbortController
+  failures: 0,
+  retryTimer: null,
+  blocked: false, // refused (401, 403): wait until another key is entered
+  view: null, // the shown view's list loader: {token, load, errorEl}
+  loading: 0, // list loads in flight; messages wait for them, so a list never overwrites them
+  held: [],
+};
+
+/** Open (or reopen) the stream; called at start, after a drop and when the key changes. */
+function liveConnect() {
+  if (live.abort) live.abort.abort();
+  clearTimeout(live.retryTimer);
+  const controller = new AbortController();
+  live.abort = controller;
+  followLive(controller)
+    .catch(() => {})
+    .finally(() => {
+      if (live.abort !== controller) return; // replaced by a newer connection
+      live.abort = null;
+      setLive(false);
+      if (live.blocked) return;
+      const wait = LIVE_RETRY_MS[Math.min(live.failures, LIVE_RETRY_MS.length - 1)];
+      live.failures += 1;
+      live.retryTimer = setTimeout(liveConnect, wait);
+    });
+}
+
+function liveRestart() {
+  live.blocked = false;
+  live.failures = 0;
+  liveConnect();
+}
+
+async function followLive(controller) {
+  const headers = { accept: "text/event-stream" };
+  const key = currentKey();
+  if (key) headers["x-tachograph-key"] = key;
+  if (live.lastId !== null) headers["last-event-id"] = String(live.lastId);
+  const response = await fetch("/api/stream", { headers, cache: "no-store", signal: controller.signal });
+  if (response.status === 401 || response.status === 403) {
+    live.blocked = true; // the views' own requests ask for a key or say why it cannot read
+    return;
+  }
+  if (response.status === 422 && live.lastId !== null) {
+    live.lastId = null; // a position this log does not have (the store was replaced): start afresh
+    return;
+  }
+  if (!response.ok || !response.body) return;
+  const resumed = live.lastId !== null;
+  live.after = Number(response.headers.get("x-tachograph-position")) || null;
+  live.failures = 0;
+  setLive(true);
+  // A fresh stream starts at the log's head: the list is read again from there on.
+  if (!resumed) reloadLiveView();
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = "";
+  let message = { event: "message", data: [], id: null };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    const lines = (rest + value).split(/\r\n|\r|\n/);
+    rest = lines.pop();
+    for (const line of lines) {
+      if (line === "") {
+        if (message.data.length) liveMessage(message);
+        message = { event: "message", data: [], id: null };
+        continue;
+      }
+      if (line.startsWith(":")) continue; // keep-alive
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") message.event = text;
+      else if (field === "data") message.data.push(text);
+      else if (field === "id") message.id = text;
+    }
+  }
+}
+
+function liveMessage({ event, data, id }) {
+  if (id !== null && id !== "") live.lastId = Number(id);
+  let row;
+  try {
+    row = JSON.parse(data.join("\n"));
+  } catch {
+    return;
+  }
+  if (live.loading) live.held.push([event, row]);
+  else deliver(event, row);
+}
+
+/** What each event changes on the page; rows are in the wire shape of the GET routes. */
+function deliver(event, row) {
+  const view = currentRoute && currentRoute.view;
+  if (event === "task.updated" && view === "tasks") applyTask(row);
+  else if (event === "session.updated" && view === "sessions") applySession(row);
+  else if (event === "session.updated" && view === "session" && row.id === sessionView.id) {
+    if (!row.deleted) renderSessionHead(row);
+  } else if (event === "hook.denied" && view === "session" && row.sessionId === sessionView.id) {
+    guarded($("#session-error"), () => loadSession(sessionView.id));
+  } else if (event === "approval.requested" || event === "approval.decided") {
+    applyApproval(event, row);
+  }
+}
+
+/** A list view kept current by the stream: loaded now, again on a fresh stream, and every
+ * FALLBACK_INTERVAL_MS while the stream is down (paused in the background). */
+function liveView(load, errorEl) {
+  const token = viewToken;
+  live.view = { token, load, errorEl };
+  reloadLiveView();
+  const tick = () => {
+    if (token !== viewToken) return;
+    if (!live.up && !document.hidden && !modalOpen()) reloadLiveView();
+    setTimeout(tick, FALLBACK_INTERVAL_MS);
+  };
+  setTimeout(tick, FALLBACK_INTERVAL_MS);
+}
+
+async function reloadLiveView() {
+  const shown = live.view;
+  if (!shown || shown.token !== viewToken) return;
+  live.loading += 1;
+  try {
+    await shown.load(Math.max(live.after || 0, live.lastId || 0));
+    if (shown.token === viewToken) showMessage(shown.errorEl, "");
+  } catch (error) {
+    if (shown.token === viewToken) showMessage(shown.errorEl, describe(error));
+  } finally {
+    live.loading -= 1;
+    // Messages that came while the list was on its way are newer than or as new as it.
+    if (!live.loading) for (const [event, row] of live.held.splice(0)) deliver(event, row);
+  }
+}
+
+function setLive(up) {
+  live.up = up;
+  const state = $("#live-state");
+  setText(state, up ? "Live" : live.blocked ? "" : "Reconnecting…");
+  setAttr(state, "class", up ? "live-state up" : "live-state down");
+  setAttr(state, "title", up ? "Changes appear as they happen." : `Lists refresh every ${FALLBACK_INTERVAL_MS / 1000} s until the live stream is back.`);
+  if (currentRoute && currentRoute.view === "tasks") stampBoard();
+  if (currentRoute && currentRoute.view === "sessions") stampSessions();
+}
+
+function liveNote() {
+  return live.up ? " · live" : "";
+}
+
+// Pending approvals: counted from the stream's approval events (the approvals view is its own).
+const approvals = { pending: new Set() };
+
+function applyApproval(event, approval) {
+  if (!approval || !approval.id) return;
+  const pending = approval.status === undefined ? event === "approval.requested" : approval.status === "pending";
+  const isNew = pending && !approvals.pending.has(approval.id);
+  if (pending) approvals.pending.add(approval.id);
+  else approvals.pending.delete(approval.id);
+  renderApprovalsBadge();
+  if (isNew && event === "approval.requested") notifyApproval(approval);
+}
+
+function renderApprovalsBadge() {
+  const count = approvals.pending.size;
+  const badgeEl = $("#approvals-badge");
+  setText(badgeEl, count === 1 ? "1 approval pending" : `${count} approvals pending`);
+  badgeEl.hidden = count === 0;
+}
+
+/** A browser notification, without sound, where the user allowed them ("Notify me"). */
+function notifyApproval(approval) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  const what = approval.toolName || approval.event || "An agent";
+  const where = approval.sessionId ? ` in session ${shortId(approval.sessionId)}` : "";
+  new Notification("Approval requested", {
+    body: `${what}${where} waits for a decision.`,
+    tag: `approval-${approval.id}`,
+    silent: true,
+  });
+}
+
+/** "Notify me" asks for permission on the user's click only, never by itself. */
+function wireNotifications() {
+  const button = $("#notify-me");
+  const refresh = () => {
+    button.hidden = !("Notification" in window) || Notification.permission !== "default";
+  };
+  button.addEventListener("click", () => {
+    if ("Notification" in window) Notification.requestPermission().then(refresh, refresh);
+  });
+  refresh();
+}
+
 // ---------------------------------------------------------------- start
 
 function start() {
@@ -2007,6 +2276,7 @@ function start() {
   $("#calls-collapse").addEventListener("click", () => setAllCalls(false));
   $("#session-export").addEventListener("click", () => guarded($("#session-error"), downloadExport));
   wireActivity();
+  wireNotifications();
   $("#timeline-collapse").addEventListener("click", () => setAllTurns(false));
   $("#verify-run").addEventListener("click", runVerify);
   $("#stream-lookup").addEventListener("submit", (event) => {
@@ -2039,7 +2309,10 @@ function start() {
   window.addEventListener("hashchange", () => route(true));
   updateKeyControls();
   // The role first, so a view never offers for a moment what the key cannot do.
-  loadIdentity().finally(() => route());
+  loadIdentity().finally(() => {
+    route();
+    liveConnect();
+  });
 }
 
 start();
