@@ -22,6 +22,7 @@ from domain.dispatch_facts import RECORD_FULL
 from domain.ids import forget_buffered_ids
 from domain.key_service import KeyService
 from domain.session import Session
+from infra.approval_notify import ApprovalNotifier, notify_handler
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.hook_wire import ask
@@ -200,6 +201,14 @@ def build_services(settings: Settings) -> Services:
     transport = HttpxHookTransport(settings.secrets)
     committer = GroupCommitter(app, on_batch=observe_batch)
     approvals = AppApprovals(app, store, partial(_workspace_of, app), REUSE_WITHIN_S)
+    notifier = (
+        ApprovalNotifier(
+            transport,
+            notify_handler(settings.approval_notify_url, settings.approval_notify_secret_env),
+        )
+        if settings.approval_notify_url
+        else None
+    )
     ingest = HookIngest(
         config=settings.hooks,
         redacted_tools=settings.redacted_tools,
@@ -208,7 +217,7 @@ def build_services(settings: Settings) -> Services:
         dispatches=CommittedDispatches(app, committer),
         ask=partial(ask, transport),
         observe=observe_dispatch,
-        approvals=ApprovalGate(settings.approvals, approvals),
+        approvals=ApprovalGate(settings.approvals, approvals, notifier),
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [

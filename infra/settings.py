@@ -18,7 +18,7 @@ from domain.dispatch_facts import RECORD_FULL, RECORD_MODES
 from domain.hook_config import HookConfig
 from infra.approval_config_parser import parse_approval_rules
 from infra.cpu_affinity import ALL, AUTO, allowed_cpus
-from infra.hook_config_parser import HookConfigError, parse_hook_config
+from infra.hook_config_parser import HookConfigError, check_outbound_url, parse_hook_config
 from infra.reflector import ReflectorConfigError, parse_reflector_config
 
 
@@ -115,6 +115,10 @@ class Settings:
     hooks: HookConfig = field(default_factory=HookConfig.empty)
     # Tool calls that wait for an operator's decision (TACHOGRAPH_APPROVALS).
     approvals: ApprovalRules = field(default_factory=ApprovalRules)
+    # Where each new approval request is posted (TACHOGRAPH_APPROVAL_NOTIFY), and the
+    # variable holding the secret it is signed with (TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV).
+    approval_notify_url: str | None = None
+    approval_notify_secret_env: str | None = None
 
     @property
     def sqlite_path(self) -> Path:
@@ -148,6 +152,22 @@ class Settings:
             approvals = parse_approval_rules(get.text("TACHOGRAPH_APPROVALS"))
         except HookConfigError as exc:
             raise SettingsError(f"TACHOGRAPH_APPROVALS: {exc}") from None
+        notify_url = get.text("TACHOGRAPH_APPROVAL_NOTIFY")
+        if notify_url is not None:
+            try:
+                notify_url = check_outbound_url(
+                    notify_url,
+                    "url",
+                    allowed_hosts=allowed_hosts,
+                    allow_insecure_loopback=insecure_loopback,
+                )
+            except HookConfigError as exc:
+                raise SettingsError(f"TACHOGRAPH_APPROVAL_NOTIFY: {exc}") from None
+        notify_secret = get.text("TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV")
+        if notify_secret is not None and not env.get(notify_secret):
+            raise SettingsError(
+                f"{notify_secret}: named by TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV but not set"
+            )
         reflector = get.text("TACHOGRAPH_REFLECTOR") or "rules"
         try:
             reflector_secret = parse_reflector_config(
@@ -165,6 +185,8 @@ class Settings:
         secrets = {name: env[name] for name in hooks.secret_env_names()}
         if reflector_secret:
             secrets[reflector_secret] = env[reflector_secret]
+        if notify_secret:
+            secrets[notify_secret] = env[notify_secret]
         return cls(
             data_dir=Path(get.text("TACHOGRAPH_DATA_DIR") or "data"),
             database_url=get.database_url("TACHOGRAPH_DATABASE_URL"),
@@ -174,6 +196,8 @@ class Settings:
             hooks_json=hooks_json,
             hooks=hooks,
             approvals=approvals,
+            approval_notify_url=notify_url,
+            approval_notify_secret_env=notify_secret,
             hook_allowed_hosts=allowed_hosts,
             hook_allow_insecure_loopback=insecure_loopback,
             record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL).lower(),

@@ -7,6 +7,8 @@ thread (api/held_approvals.py) and then hands to `HookIngest.settle`.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -53,9 +55,16 @@ class PendingApproval:
 class ApprovalGate:
     """Decides whether a decided call is held, passed by an earlier approval, or as is."""
 
-    def __init__(self, rules: ApprovalRules, log: ApprovalLog | None) -> None:
+    def __init__(
+        self,
+        rules: ApprovalRules,
+        log: ApprovalLog | None,
+        on_requested: Callable[[Approval], None] | None = None,
+    ) -> None:
         self.rules = rules
         self.log = log
+        # Told of each new request (the notification webhook); must not raise or block.
+        self._on_requested = on_requested
 
     def may_hold(self, ev: LifecycleEvent) -> bool:
         """Whether this event could be held at all (the fast path must not take it)."""
@@ -140,25 +149,30 @@ class ApprovalGate:
         stored = self.log.load(approval_id(dispatch_id))
         if stored is not None:
             return stored  # a redelivered hook of a call already asked about
-        return self.log.request(
-            Approval(
-                dispatch_id=dispatch_id,
-                session_id=session_id,
-                workspace_id=self.log.workspace(session_id) or "",
-                event_name=ev.event,
-                turn_id=ev.turn_id,
-                agent=ev.agent,
-                tool_name=ev.tool_name,
-                tool_call_id=ev.tool_call_id,
-                input_summary=summary,
-                rule_id=rule_id,
-                handler_id=handler_id,
-                reason=decision.reason if decision.outcome == "ask" else None,
-                requested_at=received,
-                deadline=received + timedelta(seconds=timeout_s),
-                on_timeout=on_timeout,
-            )
+        asked = Approval(
+            dispatch_id=dispatch_id,
+            session_id=session_id,
+            workspace_id=self.log.workspace(session_id) or "",
+            event_name=ev.event,
+            turn_id=ev.turn_id,
+            agent=ev.agent,
+            tool_name=ev.tool_name,
+            tool_call_id=ev.tool_call_id,
+            input_summary=summary,
+            rule_id=rule_id,
+            handler_id=handler_id,
+            reason=decision.reason if decision.outcome == "ask" else None,
+            requested_at=received,
+            deadline=received + timedelta(seconds=timeout_s),
+            on_timeout=on_timeout,
         )
+        requested = self.log.request(asked)
+        if requested is asked and self._on_requested is not None:
+            try:
+                self._on_requested(requested)
+            except Exception:  # noqa: BLE001 - a notification never changes the outcome
+                logging.getLogger(__name__).exception("approval notification failed")
+        return requested
 
 
 def _summary(ev: LifecycleEvent, decision: Decision) -> str | None:

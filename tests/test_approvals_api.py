@@ -383,3 +383,53 @@ def test_the_live_stream_tells_operators_of_requests_and_decisions(serve: httpx.
         assert (decided.data["id"], decided.data["decision"]) == (requested.data["id"], "allow")
         assert requested.id is not None and decided.id > requested.id
     assert held.result().json() == {}
+
+
+def test_each_new_request_is_posted_signed_to_the_notification_url(
+    settings: Settings, tmp_path: Path, handler: HookServer
+) -> None:
+    from infra.hook_transport import sign
+
+    handler.routes["/notify"] = answer("pass")
+    env = {
+        "TACHOGRAPH_APPROVALS": json.dumps(RULES),
+        "TACHOGRAPH_APPROVAL_NOTIFY": f"{handler.url}/notify",
+        "TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV": "CHATBOT_SECRET",
+        "CHATBOT_SECRET": "s" * 40,
+        "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
+    }
+    server = Server(settings.with_(api_key=ADMIN_KEY), tmp_path / "notify.log", env)
+    try:
+        server.wait_ready(headers=ADMIN)
+        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as client:
+            agent = issue(client, role="agent", workspaceId="default")
+            held = hook(client, agent, pre_tool_use(str(uuid.uuid4()), "git push origin bot"))
+            [request] = pending(client)
+            deadline = time.monotonic() + 10
+            while not handler.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            client.post(f"/api/approvals/{request['id']}/decide", json={"decision": "deny"})
+            assert held.result().json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+    finally:
+        server.kill()
+    [(path, body, headers)] = handler.requests  # one request, one notification
+    assert path == "/notify" and body["type"] == "approval.requested"
+    assert body["approval"]["id"] == request["id"]
+    assert body["approval"]["inputSummary"] == "git push origin bot"
+    assert body["decide"] == f"/api/approvals/{request['id']}/decide"
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    timestamp = headers["x-tachograph-timestamp"]
+    assert headers["x-tachograph-signature"] == sign("s" * 40, timestamp, raw)
+
+
+def test_a_notification_url_outside_the_hook_rules_refuses_start_up() -> None:
+    with pytest.raises(SettingsError, match="TACHOGRAPH_APPROVAL_NOTIFY"):
+        Settings.from_env({"TACHOGRAPH_APPROVAL_NOTIFY": "http://chat.example.com/hook"})
+    with pytest.raises(SettingsError, match="CHATBOT_SECRET"):
+        Settings.from_env(
+            {
+                "TACHOGRAPH_APPROVAL_NOTIFY": "https://chat.example.com/hook",
+                "TACHOGRAPH_HOOK_ALLOWED_HOSTS": "chat.example.com",
+                "TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV": "CHATBOT_SECRET",
+            }
+        )
