@@ -177,25 +177,3 @@ def still_pending(asked: Decision, approval: Approval) -> Decision:
     )
     run = HandlerRun(f"{APPROVAL_HANDLER}:pending", "deny", None, why, 0)
     return Decision("deny", why, asked.additional_context, None, (*asked.runs, run))
-
-
-def notification(approval: Approval) -> dict[str, Any]:
-    """What `TACHOGRAPH_APPROVAL_NOTIFY` receives for a new request: the redacted facts a
-    chat bot needs to post it, and the route that decides it (never the raw input)."""
-    return {
-        "type": "approval.requested",
-        "approval": {
-            "id": str(approval.id),
-            "sessionId": str(approval.session_id),
-            "workspaceId": approval.workspace_id,
-            "event": approval.event_name,
-            "toolName": approval.tool_name,
-            "inputSummary": approval.input_summary,
-            "ruleId": approval.rule_id,
-            "handlerId": approval.handler_id,
-            "requestReason": approval.reason,
-            "deadline": approval.deadline.isoformat().replace("+00:00", "Z"),
-            "onTimeout": approval.on_timeout,
-        },
-        "decide": f"/api/approvals/{approval.id}/decide",
-    }

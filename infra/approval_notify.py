@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from domain.approval import Approval, notification
+from domain.approval import Approval
 from domain.hook_config import HookHandler
 from infra.hook_wire import HookTransport
 
@@ -28,6 +29,28 @@ def notify_handler(url: str, secret_env: str | None) -> HookHandler:
         failure_mode="open",
         secret_env=secret_env,
     )
+
+
+def notification(approval: Approval) -> dict[str, Any]:
+    """What `TACHOGRAPH_APPROVAL_NOTIFY` receives for a new request: the redacted facts a
+    chat bot needs to post it, and the route that decides it (never the raw input)."""
+    return {
+        "type": "approval.requested",
+        "approval": {
+            "id": str(approval.id),
+            "sessionId": str(approval.session_id),
+            "workspaceId": approval.workspace_id,
+            "event": approval.event_name,
+            "toolName": approval.tool_name,
+            "inputSummary": approval.input_summary,
+            "ruleId": approval.rule_id,
+            "handlerId": approval.handler_id,
+            "requestReason": approval.reason,
+            "deadline": approval.deadline.isoformat().replace("+00:00", "Z"),
+            "onTimeout": approval.on_timeout,
+        },
+        "decide": f"/api/approvals/{approval.id}/decide",
+    }
 
 
 class ApprovalNotifier:
