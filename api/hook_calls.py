@@ -273,8 +273,10 @@ async def answer_claude(
     header: Callable[[str], str | None],
     raw: bytes,
 ) -> Response:
-    """Claude Code's native HTTP hook (and the command hook's server side)."""
-    return await answer_runtime(services, principal, header, raw, CLAUDE, None)
+    """Claude Code's native HTTP hook (and the command hook's server side, which names
+    the event it was registered for in x-tachograph-event)."""
+    event = hook_header(header("x-tachograph-event"))
+    return await answer_runtime(services, principal, header, raw, CLAUDE, event)
 
 
 async def answer_runtime(

@@ -1,12 +1,12 @@
 """Command-hook client: `tachograph hook <runtime> [<Event>] [--fail-closed]` (§6.5).
 
 The runtime (claude, codex, gemini, copilot) spawns this once per hook, on the hot path
-of every tool call. So it imports little, and only when needed: json, and the C socket
-module on the way to an `http://` server (http.client would pull in the email parser,
-urllib.request ssl);
-an `https://` URL, a runtime adapter for a fail-closed answer, and the log are loaded
-only when needed. It never breaks the agent: any delivery failure exits 0, prints
-nothing (or a deny for gate events when fail-closed) and logs one line.
+of every tool call. So it imports little: the C socket module on the way to an
+`http://` server (http.client would pull in the email parser, urllib.request ssl); json
+only for an answer that decides something or a failure; urllib for an `https://` URL, a
+runtime adapter for a fail-closed answer, and the log, only when needed. It never
+breaks the agent: any delivery failure exits 0, prints nothing (or a deny for gate events
+when fail-closed) and logs one line.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot")
 DETACHED_EVENTS: Final = frozenset({"SessionEnd", "StopFailure"})
 
 _KEY_HEADER: Final = "x-tachograph-key"
+# The event a Claude Code hook was registered for (the payload names it too).
+_EVENT_HEADER: Final = "x-tachograph-event"
 # The agent's own narrow token first; the admin key only for setups from before agent
 # tokens existed (legacy: `tachograph doctor` warns where it finds the admin key exported).
 _KEY_ENV: Final = ("TACHOGRAPH_AGENT_TOKEN", "TACHOGRAPH_API_KEY")
@@ -72,25 +74,28 @@ def run_command_hook(
     env: Mapping[str, str],
     fail_closed: bool,
 ) -> int:
-    """Relay one hook of `runtime` to Tachograph and print its answer; always returns 0."""
-    payload: dict[str, Any] | None = None
+    """Relay one hook of `runtime` to Tachograph and print its answer; always returns 0.
+
+    The payload is relayed as the runtime wrote it, and a pass (`{}`) is printed as the
+    server wrote it: the usual hook never decodes or encodes JSON (importing json costs a
+    hook's start more than the rest of its work). Only a failure, or an answer that
+    decides something, is decoded, to check it or to build the fail-closed answer.
+    """
+    raw = b""
     try:
-        payload = _read_payload(stdin)
-        if runtime == "claude":
-            if event:
-                payload["hook_event_name"] = event
-            elif isinstance(payload.get("hook_event_name"), str):
-                event = payload["hook_event_name"]
-        elif not event and isinstance(payload.get("hook_event_name"), str):
-            event = payload["hook_event_name"]
-        answer = _deliver(runtime, event, payload, env)
+        raw = _read_payload(stdin)
+        answer = _deliver(runtime, event, raw, env)
     except Exception as exc:  # whatever went wrong, the agent must go on
-        _log_failure(env, event, str(exc) if isinstance(exc, DeliveryError) else _describe(exc))
+        payload, problem = _decoded(raw)
+        error = str(exc) if isinstance(exc, DeliveryError) else _describe(exc)
+        if payload is not None and not event and isinstance(payload.get("hook_event_name"), str):
+            event = payload["hook_event_name"]
+        _log_failure(env, event, problem or error)
         fallback = _fail_closed_answer(runtime, event, payload) if fail_closed else None
         if fallback is not None:
             _print(stdout, fallback)
         return 0
-    _print(stdout, answer)
+    _write(stdout, answer)
     return 0
 
 
@@ -147,17 +152,26 @@ def _handed_off(runtime: str, event: str) -> bool:
         os._exit(0)
 
 
-def _read_payload(stdin: IO[str]) -> dict[str, Any]:
-    """Read Claude Code's hook JSON object from stdin."""
+def _read_payload(stdin: IO[str]) -> bytes:
+    """The hook JSON the runtime wrote on stdin, as bytes (checked only for its shape)."""
+    buffer = getattr(stdin, "buffer", None)
+    raw = buffer.read() if buffer is not None else stdin.read().encode("utf-8")
+    if not raw.lstrip()[:1] == b"{":
+        raise DeliveryError("stdin is not a JSON object")
+    return bytes(raw)
+
+
+def _decoded(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The payload as an object, or None and what is wrong with stdin (failure path)."""
     import json
 
     try:
-        payload = json.loads(stdin.read())
-    except json.JSONDecodeError as exc:
-        raise DeliveryError(f"stdin is not valid JSON: {exc}") from exc
+        payload = json.loads(raw)
+    except ValueError as exc:
+        return None, f"stdin is not valid JSON: {exc}"
     if not isinstance(payload, dict):
-        raise DeliveryError("stdin is not a JSON object")
-    return payload
+        return None, "stdin is not a JSON object"
+    return payload, None
 
 
 def hook_path(runtime: str, event: str | None) -> str:
@@ -168,28 +182,26 @@ def hook_path(runtime: str, event: str | None) -> str:
     return f"/hooks/{runtime}/{event}"
 
 
-def _deliver(
-    runtime: str, event: str | None, payload: Mapping[str, Any], env: Mapping[str, str]
-) -> dict[str, Any]:
-    """POST the payload to Tachograph and return its JSON answer object."""
-    import json
-
+def _deliver(runtime: str, event: str | None, raw: bytes, env: Mapping[str, str]) -> bytes:
+    """POST the payload to Tachograph and return its answer, a JSON object's bytes."""
     url = (env.get("TACHOGRAPH_URL") or DEFAULT_URL).rstrip("/") + hook_path(runtime, event)
     headers = {"content-type": "application/json", "accept": "application/json"}
     headers.update({h: env[var] for h, var in _FORWARDED_ENV if env.get(var)})
     key = next((env[var] for var in _KEY_ENV if env.get(var)), None)
     if key is not None:
         headers[_KEY_HEADER] = key
-    body = json.dumps(payload).encode("utf-8")
+    if runtime == "claude" and event:
+        # The registration names the event; Claude Code's route takes it from here.
+        headers[_EVENT_HEADER] = event
     timeout = _timeout_s(env)
     try:
         if url.startswith("http://"):
-            status, raw = _post_plain(url, headers, body, timeout)
+            status, answer = _post_plain(url, headers, raw, timeout)
         else:
-            status, raw = _post_tls(url, headers, body, timeout)
+            status, answer = _post_tls(url, headers, raw, timeout)
     except (OSError, ValueError) as exc:
         raise DeliveryError(f"{url}: {_describe(exc)}") from exc
-    return _parse_answer(url, status, raw)
+    return _checked_answer(url, status, answer)
 
 
 def _post_plain(
@@ -208,7 +220,10 @@ def _post_plain(
     head.append(f"content-length: {len(body)}")
     request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
     deadline = _monotonic() + timeout
-    family, kind, proto, _, address = _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)[0]
+    # An ASCII host goes as bytes: a str is encoded with the idna codec, whose import (re,
+    # enum, unicodedata) would cost a hook more than the rest of its work.
+    name = host.encode("ascii") if host.isascii() else host
+    family, kind, proto, _, address = _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM)[0]
     conn = _socket.socket(family, kind, proto)
     try:
         conn.settimeout(timeout)
@@ -306,21 +321,24 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-def _parse_answer(url: str, status: int, raw: bytes) -> dict[str, Any]:
-    """Check the server's reply is a 2xx JSON object of bounded size."""
-    import json
-
+def _checked_answer(url: str, status: int, raw: bytes) -> bytes:
+    """The server's reply if it is a 2xx JSON object of bounded size (a pass, `{}`, is
+    taken as it is; anything else is decoded to be sure)."""
     if not 200 <= status < 300:
         raise DeliveryError(f"{url} answered HTTP {status}")
     if len(raw) > MAX_ANSWER_BYTES:
         raise DeliveryError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
+    if raw.strip() == b"{}":
+        return b"{}"
+    import json
+
     try:
         answer = json.loads(raw)
     except ValueError as exc:
         raise DeliveryError(f"{url} answered invalid JSON") from exc
     if not isinstance(answer, dict):
         raise DeliveryError(f"{url} answered JSON that is not an object")
-    return answer
+    return bytes(raw.strip())
 
 
 def _timeout_s(env: Mapping[str, str]) -> float:
@@ -380,6 +398,15 @@ def _describe(exc: BaseException) -> str:
     if isinstance(reason, BaseException) and type(reason).__name__ not in text:
         text = f"{type(reason).__name__}: {text}"
     return text[:500]
+
+
+def _write(stdout: IO[str], answer: bytes) -> None:
+    """Write the server's answer as one line; a closed pipe is not the agent's problem."""
+    try:
+        stdout.write(answer.decode("utf-8") + "\n")
+        stdout.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _print(stdout: IO[str], answer: object) -> None:

@@ -630,3 +630,18 @@ def test_a_session_without_an_operators_title_starts_without_one(
     assert session["title"] and not session["titleLocked"]
     again = adapter_client.post("/hooks/claude", json={**start, "source": "resume"})
     assert again.json() == {}
+
+
+def test_the_command_hooks_registration_names_the_event(adapter_client: TestClient) -> None:
+    # The command hook relays Claude Code's payload untouched and names the event it was
+    # registered for beside it; the registration wins, as it always has.
+    payload = {**load_fixture("Stop-1.json"), "hook_event_name": "Nope"}
+    answered = adapter_client.post(
+        "/hooks/claude", json=payload, headers={"x-tachograph-event": "Stop"}
+    )
+    assert answered.status_code == 200, answered.text
+    rows = adapter_client.get(
+        f"/api/sessions/{claude_session(payload)}/hooks",
+        params={"minPosition": answered.headers["x-tachograph-position"]},
+    ).json()["items"]
+    assert [r["event"] for r in rows] == ["Stop"]

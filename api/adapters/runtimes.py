@@ -40,7 +40,9 @@ class Runtime:
 CLAUDE: Final = Runtime(
     name="claude",
     agent=claude_code.AGENT,
-    to_event=lambda payload, _event: claude_code.claude_payload_to_event(payload),
+    to_event=lambda payload, event: claude_code.claude_payload_to_event(
+        {**payload, "hook_event_name": event} if event and isinstance(payload, dict) else payload
+    ),
     render=claude_code.decision_to_claude,
     gate_events=claude_code.FAIL_CLOSED_EVENTS,
     normalised_events=claude_code.NORMALISED_EVENTS,

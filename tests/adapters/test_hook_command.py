@@ -171,7 +171,10 @@ def test_event_argument_overrides_the_payload_event(tachograph: FakeTachograph) 
     )
 
     assert (code, out) == (0, "{}\n")
-    assert tachograph.requests[0].body == {"session_id": "s1", "hook_event_name": "Stop"}
+    # The payload is relayed as Claude Code wrote it; the registration's event goes
+    # beside it, and the route takes it from there (test_agent_adapters_api.py).
+    assert tachograph.requests[0].body == {"session_id": "s1", "hook_event_name": "Nope"}
+    assert tachograph.requests[0].headers["x-tachograph-event"] == "Stop"
 
 
 def test_agent_token_is_sent_and_the_admin_key_is_not(tachograph: FakeTachograph) -> None:
@@ -389,6 +392,30 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
 
     assert (result.returncode, result.stdout, result.stderr) == (0, json.dumps(DENY) + "\n", "")
     assert tachograph.requests[0].headers["x-tachograph-key"] == "agent-token"
+
+
+def test_a_pass_is_relayed_without_decoding_json(
+    tachograph: FakeTachograph, tmp_path: Path
+) -> None:
+    # As `hook install` runs it: a file under this Python with -S. Importing json (and the
+    # re and enum it pulls in) would be most of a hook's own work.
+    client = REPO_ROOT / "hook_client" / "command.py"
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-S", str(client), "claude", "PreToolUse"],
+        input=json.dumps(PRE_TOOL_USE),
+        capture_output=True,
+        text=True,
+        env={"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path)},
+        cwd=tmp_path,
+        timeout=30,
+        check=False,
+    )
+
+    assert (result.returncode, result.stdout) == (0, "{}\n")
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "_socket" in imported  # the -X importtime report is there and lists imports
+    assert not imported & {"json", "re", "enum", "socket", "http.client", "urllib.request"}
+    assert tachograph.requests[0].body == PRE_TOOL_USE
 
 
 def test_import_is_lean() -> None:
