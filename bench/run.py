@@ -649,29 +649,49 @@ def bench_activity_search(store: Store, rows: int, work: Path) -> dict[str, Any]
     }
 
 
-def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[str, Any]:
-    """Run every benchmark on each store; print a table; write the JSON result."""
+def run_bench(
+    stores: list[str], quick: bool, out: Path, pg_url: str, only: list[str] | None = None
+) -> dict[str, Any]:
+    """Run every benchmark (or those named in `only`) on each store; print a table; write
+    the JSON result."""
     from rich.console import Console
 
+    from bench.hook_latency import bench_hook_latency
+
     console = Console()
-    if shutil.which("wrk") is None:
-        raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     seconds, n = (3, 200) if quick else (10, 1000)
     tasks, events = (300, 20_000) if quick else (5000, 200_000)
     search_rows = 20_000 if quick else 1_000_000
+    benchmarks: list[tuple[str, Callable[[Store, int, Path], dict[str, Any]], int]] = [
+        ("ingest", bench_ingest, seconds),
+        ("facts_vs_metadata", bench_facts_vs_metadata, 1 if quick else seconds),
+        ("hook_gateway", bench_hook_gateway, n),
+        ("read_your_writes", bench_read_your_writes, n),
+        ("task_board", bench_task_board, tasks),
+        ("rebuild", bench_rebuild, events),
+        ("activity_search", bench_activity_search, search_rows),
+        # Spawned hooks and one server on SQLite, whatever the store: measured once.
+        (
+            "hook_latency",
+            partial(bench_hook_latency, install_tracekit=not quick),
+            40 if quick else 200,
+        ),
+    ]
+    unknown = sorted(set(only or ()) - {name for name, _, _ in benchmarks})
+    if unknown:
+        names = ", ".join(name for name, _, _ in benchmarks)
+        raise SystemExit(f"tachograph bench: no benchmark {', '.join(unknown)} (there are {names})")
+    benchmarks = [b for b in benchmarks if not only or b[0] in only]
+    wrk_figures = {"ingest", "facts_vs_metadata"}
+    if shutil.which("wrk") is None and any(name in wrk_figures for name, _, _ in benchmarks):
+        raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}
     work = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
     for kind in stores:
         figures: dict[str, Any] = {}
-        for name, fn, arg in (
-            ("ingest", bench_ingest, seconds),
-            ("facts_vs_metadata", bench_facts_vs_metadata, 1 if quick else seconds),
-            ("hook_gateway", bench_hook_gateway, n),
-            ("read_your_writes", bench_read_your_writes, n),
-            ("task_board", bench_task_board, tasks),
-            ("rebuild", bench_rebuild, events),
-            ("activity_search", bench_activity_search, search_rows),
-        ):
+        for name, fn, arg in benchmarks:
+            if name == "hook_latency" and kind != "sqlite":
+                continue
             store = Store(kind, pg_url, work / f"{kind}-{name}")
             console.print(f"[bold]{kind}[/bold] {name} ...")
             try:
@@ -679,7 +699,8 @@ def run_bench(stores: list[str], quick: bool, out: Path, pg_url: str) -> dict[st
             finally:
                 store.drop()
             console.print_json(json.dumps(figures[name]))
-        results["stores"][kind] = figures
+        if figures:
+            results["stores"][kind] = figures
     out.write_text(json.dumps(results, indent=2))
     console.print(f"results written to {out}")
     return results

@@ -277,7 +277,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     pg_url = os.environ.get(
         "TACHOGRAPH_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
     )
-    run_bench(stores, args.quick, Path(args.out), pg_url)
+    run_bench(stores, args.quick, Path(args.out), pg_url, only=args.only)
     return 0
 
 
@@ -357,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--store", choices=["sqlite", "postgres"])
     bench.add_argument("--quick", action="store_true", help="short runs (smoke test)")
     bench.add_argument("--out", default="bench-results.json")
+    bench.add_argument(
+        "--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)"
+    )
     bench.set_defaults(func=cmd_bench)
 
     doctor = sub.add_parser("doctor", help="check configuration, database, hooks and executor")

@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,8 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     result = json.loads(out.read_text())
     assert result["quick"] is True and list(result["stores"]) == [store_kind]
     figures = result["stores"][store_kind]
+    # Spawned hooks against one server on SQLite whatever the store: measured once.
+    once = {"hook_latency"} if store_kind == "sqlite" else set()
     assert set(figures) == {
         "ingest",
         "hook_gateway",
@@ -41,6 +44,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "rebuild",
         "activity_search",
         "facts_vs_metadata",
+        *once,
     }
     for name, figure in figures.items():
         assert figure["workload"], name  # every figure states its workload size
@@ -101,3 +105,35 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert rebuild["ratio"] == pytest.approx(
         rebuild["rebuild_events_per_s"] / rebuild["decode_scan_events_per_s"]
     )
+
+    if store_kind == "sqlite":
+        assert_hook_latency_shape(figures["hook_latency"])
+
+
+def assert_hook_latency_shape(latency: dict[str, Any]) -> None:
+    """Every contender timed `calls` times with no wrong answer; the ratios computed from
+    the figures beside them. Tracekit is there, or says why not (no network in quick runs)."""
+    assert latency["calls"] == 40
+    assert set(latency["command_hooks"]) == {"claude", "codex", "gemini", "copilot"}
+    series = [
+        *latency["command_hooks"].values(),
+        latency["server_down"]["claude"],
+        latency["cat"],
+        latency["python_start"],
+        latency["http"]["keep_alive"],
+        latency["http"]["new_connection"],
+    ]
+    for figure in series:
+        assert 0 < figure["p50_ms"] <= figure["p99_ms"] and figure["errors"] == 0, figure
+    target = latency["targets"]["http_p50_ms"]
+    for kind, ratio in latency["http_p50_vs_target"].items():
+        assert ratio == pytest.approx(latency["http"][kind]["p50_ms"] / target)
+    tracekit = latency["tracekit"]
+    if "unavailable" in tracekit:
+        assert tracekit["unavailable"] and latency["p50_vs_tracekit"] == {}
+        return
+    assert 0 < tracekit["p50_ms"] <= tracekit["p99_ms"] and tracekit["errors"] == 0
+    assert tracekit["version"] and "tracekit" in latency["commands"]["tracekit"]
+    for runtime, ratio in latency["p50_vs_tracekit"].items():
+        p50 = latency["command_hooks"][runtime]["p50_ms"]
+        assert ratio == pytest.approx(p50 / tracekit["p50_ms"]), runtime
