@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 from uuid import UUID
 
@@ -44,8 +44,14 @@ class HeldApprovals:
         """How many requests wait now (for metrics and tests)."""
         return sum(len(futures) for futures in self._waiting.values())
 
-    async def wait(self, approval_id: UUID, timeout_s: float) -> bool:
-        """Wait until the approval settles or `timeout_s` passes; True when it settled."""
+    async def wait(
+        self, approval_id: UUID, timeout_s: float, pending: Callable[[], bool] | None = None
+    ) -> bool:
+        """Wait until the approval settles or `timeout_s` passes; True when it settled.
+
+        `pending` is asked once the wait is registered: a decision made between the
+        request and this call (saved, polled past) would otherwise go unseen.
+        """
         loop = asyncio.get_running_loop()
         self._loop = loop
         if self._position is None:
@@ -56,6 +62,8 @@ class HeldApprovals:
         if self._poller is None or self._poller.done():
             self._poller = loop.create_task(self._poll())
         try:
+            if pending is not None and not await run_in_threadpool(pending):
+                return True
             await asyncio.wait_for(asyncio.shield(future), timeout_s)
             return True
         except TimeoutError:

@@ -120,7 +120,7 @@ async def settled(
     if pending is None or held is None:
         return ingested
     limit = pending.wait_s if wait_s is None else min(wait_s, pending.wait_s)
-    await held.wait(pending.approval_id, limit)
+    await held.wait(pending.approval_id, limit, partial(ingest.still_pending, pending))
     return await run_in_threadpool(ingest.settle, pending)
 
 

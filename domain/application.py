@@ -209,8 +209,14 @@ class Tachograph(Application[UUID]):
         for_session: bool,
         at: datetime,
     ) -> tuple[Approval, int | None]:
-        """An operator's decision; a request already decided or expired is a Conflict."""
+        """An operator's decision; a request already decided or expired is a Conflict.
+
+        A decision after the deadline finds the request expired (and records that, when
+        its holder went away before it could), never a late allow.
+        """
         approval = self.load(Approval, approval_id, "Approval")
+        if approval.status == PENDING and at >= approval.deadline:
+            approval = self.expire_approval(approval_id, at)
         approval.decide(verdict, actor, reason, for_session, at)
         try:
             return approval, self.record(approval)

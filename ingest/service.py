@@ -216,6 +216,12 @@ class HookIngest:
             decision = gated
         return self._finish(session_id, ev, dispatch_id, decision, actor, render, received, session)
 
+    def still_pending(self, pending: PendingApproval) -> bool:
+        """Whether the held call's approval is still undecided, as the log says now."""
+        approvals = self.approvals.log
+        found = approvals.load(pending.approval_id) if approvals is not None else None
+        return found is None or found.status == APPROVAL_PENDING
+
     def settle(self, pending: PendingApproval) -> Ingested:
         """Record and answer a held call once its approval settled (or its wait ran out)."""
         approvals = self.approvals.log

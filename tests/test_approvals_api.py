@@ -219,7 +219,10 @@ def test_timeouts_settle_by_the_rule_and_nothing_can_decide_them_later(
     assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "No operator decided" in denied.json()["hookSpecificOutput"]["permissionDecisionReason"]
     assert allowed.json() == {}
-    expired = serve.get("/api/approvals", params={"status": "expired"}).json()["items"]
+    position = max(int(r.headers["x-tachograph-position"]) for r in (denied, allowed))
+    expired = serve.get(
+        "/api/approvals", params={"status": "expired", "minPosition": position}
+    ).json()["items"]
     assert sorted(e["decision"] for e in expired) == ["allow", "deny"]
     assert all(e["decidedBy"] == "system" for e in expired)
     late = serve.post(f"/api/approvals/{expired[0]['id']}/decide", json={"decision": "allow"})
@@ -433,3 +436,34 @@ def test_a_notification_url_outside_the_hook_rules_refuses_start_up() -> None:
                 "TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV": "CHATBOT_SECRET",
             }
         )
+
+
+def test_a_decision_after_the_deadline_finds_the_request_expired(services: Services) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from domain.approval import Approval
+    from domain.errors import InvalidState
+
+    now = datetime.now(UTC)
+    late = Approval(
+        dispatch_id=uuid.uuid4(),
+        session_id=uuid.uuid4(),
+        workspace_id="default",
+        event_name="PreToolUse",
+        turn_id=None,
+        agent="claude-code",
+        tool_name="Bash",
+        tool_call_id="toolu_late",
+        input_summary="git push",
+        rule_id="risky-git",
+        handler_id=None,
+        reason=None,
+        requested_at=now - timedelta(seconds=90),
+        deadline=now - timedelta(seconds=1),
+        on_timeout="deny",
+    )
+    services.app.request_approval(late)
+    with pytest.raises(InvalidState, match="expired"):
+        services.app.decide_approval(late.id, "allow", "key:otto", None, True, now)
+    settled = services.app.load(Approval, late.id, "Approval")
+    assert (settled.status, settled.verdict, settled.for_session) == ("expired", "deny", False)

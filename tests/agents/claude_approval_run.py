@@ -1,0 +1,230 @@
+"""Offline runs of the real Claude Code whose Bash call waits for an operator's approval.
+
+    python claude_approval_run.py --work DIR --claude BIN [--hold-s S]
+
+For tests/agents/test_claude_code_approval.py. Run it inside a loopback-only network
+namespace (harness.run_driver): it starts `tachograph serve` on SQLite in DIR/data with a
+`TACHOGRAPH_APPROVALS` rule for the scripted Bash command, the Messages API stand-in
+(anthropic_standin.py) and `claude -p`, all on 127.0.0.1 there. Two runs, each in its own
+project and HOME with native HTTP hooks (`tachograph hook install claude <project> --http`):
+`allowed` and `denied`. While Claude Code waits on its PreToolUse hook, this driver plays
+the operator: it finds the request in `GET /api/approvals?status=pending`, lets it wait
+S seconds, checks the command has not run, then decides with the admin key (which only
+serve and the operator hold; Claude Code has an agent token). DIR/report.json gets, per
+run, what the operator saw and answered, the CLI's exit code and output, what the stand-in
+received and which files the command made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# Run as a script (inside the namespace), the repository is not on the path by itself.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import httpx  # noqa: E402
+
+from tests.agents import anthropic_standin as standin  # noqa: E402
+from tests.agents import harness  # noqa: E402
+from tests.agents.claude_run import OFFLINE  # noqa: E402
+from tests.support import Server, env_for  # noqa: E402
+
+ADMIN_KEY = "claude-approval-admin-key-0123456789abcdef"
+ADMIN = {"x-tachograph-key": ADMIN_KEY}
+PROMPT = "Mark the project as approved."
+MARKER = "APPROVED.txt"
+COMMAND = f"touch {MARKER}"
+RULE_ID = "approve-marker"
+# Far longer than the operator takes, so that only a decision can settle the call.
+RULE = {"id": RULE_ID, "tool": "Bash", "match": r"^touch APPROVED\.txt$", "timeoutS": 120}
+ALLOW_REASON = "claude-approval: marker reviewed"
+DENY_REASON = "claude-approval: no marker on a frozen branch"
+FINAL_TEXT = "Approval handled."
+RUNS = {"allowed": ("allow", ALLOW_REASON), "denied": ("deny", DENY_REASON)}
+
+
+def responder(body: dict[str, Any]) -> standin.Reply:
+    """The scripted model: the command that needs approval, then a final text."""
+    if standin.conversation_turn(body) == 0:
+        return standin.ToolUse("Bash", {"command": COMMAND, "description": "mark approved"})
+    return standin.Text(FINAL_TEXT)
+
+
+def wait_pending(
+    api: httpx.Client, claude: subprocess.Popen[bytes], seconds: float = 90
+) -> tuple[dict[str, Any] | None, float]:
+    """The first pending approval, and when it was seen (None if Claude Code ended first)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and claude.poll() is None:
+        items = api.get("/api/approvals", params={"status": "pending"}).json()["items"]
+        if items:
+            return items[0], time.monotonic()
+        time.sleep(0.05)
+    return None, time.monotonic()
+
+
+def wait_ended(api: httpx.Client, native: str | None, seconds: float = 10) -> None:
+    """Until the session's SessionEnd is stored, which may land after Claude Code exited."""
+    deadline = time.monotonic() + seconds
+    while native is not None and time.monotonic() < deadline:
+        items = api.get("/api/sessions", params={"limit": 50}).json()["items"]
+        if any(s.get("agentSessionId") == native and s.get("status") == "ended" for s in items):
+            return
+        time.sleep(0.1)
+
+
+def session_id_of(stdout: str) -> str | None:
+    try:
+        result = json.loads(stdout)
+    except ValueError:
+        return None
+    native = result.get("session_id") if isinstance(result, dict) else None
+    return native if isinstance(native, str) else None
+
+
+def run_claude(
+    claude: str,
+    work: Path,
+    name: str,
+    api: httpx.Client,
+    model: standin.AnthropicStandIn,
+    *,
+    serve_url: str,
+    token: str,
+    hold_s: float,
+) -> dict[str, Any]:
+    verdict, reason = RUNS[name]
+    home, project = work / name / "home", work / name / "project"
+    home.mkdir(parents=True)
+    project.mkdir(parents=True)
+    # The entries exactly as installed (no `timeout`): Claude Code's default for an http
+    # hook is what has to outlast the operator.
+    harness.install_hooks("claude", project, serve_url, "--http")
+    agent_env = {
+        **harness.agent_env(work / name),
+        "LANG": "C.UTF-8",
+        "ANTHROPIC_BASE_URL": model.url,
+        "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-real-key",
+        **OFFLINE,
+        "TACHOGRAPH_AGENT_TOKEN": token,
+    }
+    argv = [claude, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
+    before = len(model.requests)
+    out, err = work / name / "stdout", work / name / "stderr"
+    started = time.monotonic()
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        cli = subprocess.Popen(
+            argv, cwd=project, env=agent_env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        )
+        try:
+            operator = decide(api, cli, project, verdict, reason, hold_s)
+            exit_code = cli.wait(120)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait(10)
+    ended = time.monotonic()
+    operator["cli_exit_after_decision_s"] = ended - operator.pop("decided_at", ended)
+    operator["request_seen_after_start_s"] = operator.pop("seen_at", started) - started
+    stdout_text = out.read_text(errors="replace")
+    native = session_id_of(stdout_text)
+    wait_ended(api, native)
+    return {
+        "exit": exit_code,
+        "native_session": native,
+        "seconds": ended - started,
+        "stdout": stdout_text[-8000:],
+        "stderr": err.read_text(errors="replace")[-4000:],
+        "agent_env": sorted(agent_env),
+        "operator": operator,
+        "model_requests": [r.body for r in model.requests[before:] if isinstance(r.body, dict)],
+        "model_paths": [f"{r.method} {r.path}" for r in model.requests[before:]],
+        "files": harness.files_in(project),
+        "settings": json.loads((project / ".claude" / "settings.local.json").read_text()),
+    }
+
+
+def decide(
+    api: httpx.Client,
+    cli: subprocess.Popen[bytes],
+    project: Path,
+    verdict: str,
+    reason: str,
+    hold_s: float,
+) -> dict[str, Any]:
+    """The operator: find the held call, let it wait, look that nothing ran, decide."""
+    request, seen_at = wait_pending(api, cli)
+    if request is None:
+        return {"request": None, "seen_at": seen_at}
+    time.sleep(hold_s)
+    still = api.get("/api/approvals", params={"status": "pending"}).json()["items"]
+    waiting = {
+        "cli_running": cli.poll() is None,
+        "marker_made": (project / MARKER).exists(),
+        "still_pending": [item["id"] for item in still],
+        "seconds_left": next((i["secondsLeft"] for i in still if i["id"] == request["id"]), None),
+    }
+    body = {"decision": verdict, "reason": reason}
+    answered = api.post(f"/api/approvals/{request['id']}/decide", json=body)
+    decided_at = time.monotonic()
+    return {
+        "request": request,
+        "seen_at": seen_at,
+        "held_s": decided_at - seen_at,
+        "before_decision": waiting,
+        "decide_status": answered.status_code,
+        "decided": answered.json(),
+        "decided_at": decided_at,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--claude", required=True)
+    parser.add_argument("--hold-s", type=float, default=1.5, help="how long the operator waits")
+    args = parser.parse_args()
+    work: Path = args.work
+    (work / "workspace").mkdir(parents=True, exist_ok=True)
+    settings = harness.settings_of(work, ADMIN_KEY)
+    issued = harness.tachograph(
+        "keys", "issue", "--role", "agent", "--workspace", "default", env=env_for(settings)
+    )
+    token = issued.strip()
+    rules = {"TACHOGRAPH_APPROVALS": json.dumps({"version": 1, "rules": [RULE]})}
+    serve = Server(settings, work / "serve.log", rules)
+    report: dict[str, Any] = {}
+    try:
+        serve.wait_ready(headers=ADMIN)
+        # Straight to loopback, whatever proxy the caller's environment names.
+        with (
+            httpx.Client(base_url=serve.url, headers=ADMIN, timeout=30, trust_env=False) as api,
+            standin.AnthropicStandIn(responder) as model,
+        ):
+            for name in RUNS:
+                report[name] = run_claude(
+                    args.claude,
+                    work,
+                    name,
+                    api,
+                    model,
+                    serve_url=serve.url,
+                    token=token,
+                    hold_s=args.hold_s,
+                )
+            report["approvals"] = api.get("/api/approvals").json()["items"]
+            report["standin_errors"] = list(model.errors)
+    finally:
+        harness.stop_serve(serve)
+    harness.write_report(work, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
