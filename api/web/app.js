@@ -520,7 +520,7 @@ function parseRoute() {
   if (name === "sessions" && arg) return { view: "session", arg };
   if (name === "stream" && arg) return { view: "stream", arg };
   if (name && name.startsWith("activity")) return { view: "activity", arg: location.hash.split("?")[1] || "" };
-  if (["tasks", "sessions", "autonomy", "audit"].includes(name)) return { view: name };
+  if (["tasks", "sessions", "approvals", "autonomy", "audit"].includes(name)) return { view: name };
   return { view: "tasks" };
 }
 
@@ -2111,6 +2111,8 @@ async function followLive(controller) {
   }
   if (response.status === 422 && live.lastId !== null) {
     live.lastId = null; // a position this log does not have (the store was replaced): start afresh
+    approvals.rows.clear();
+    approvals.deadlines.clear();
     return;
   }
   if (!response.ok || !response.body) return;
@@ -2118,8 +2120,12 @@ async function followLive(controller) {
   live.after = Number(response.headers.get("x-tachograph-position")) || null;
   live.failures = 0;
   setLive(true);
-  // A fresh stream starts at the log's head: the list is read again from there on.
-  if (!resumed) reloadLiveView();
+  // A fresh stream starts at the log's head: the list is read again from there on, and so
+  // are the pending approvals the badge counts (the approvals view reads them itself).
+  if (!resumed) {
+    reloadLiveView();
+    if (!currentRoute || currentRoute.view !== "approvals") reloadPendingApprovals();
+  }
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let rest = "";
   let message = { event: "message", data: [], id: null };
@@ -2188,12 +2194,19 @@ function liveView(load, errorEl) {
 async function reloadLiveView() {
   const shown = live.view;
   if (!shown || shown.token !== viewToken) return;
-  live.loading += 1;
   try {
-    await shown.load(Math.max(live.after || 0, live.lastId || 0));
+    await holdingMessages(() => shown.load(Math.max(live.after || 0, live.lastId || 0)));
     if (shown.token === viewToken) showMessage(shown.errorEl, "");
   } catch (error) {
     if (shown.token === viewToken) showMessage(shown.errorEl, describe(error));
+  }
+}
+
+/** Run a list read with the stream's messages held until it is in. */
+async function holdingMessages(read) {
+  live.loading += 1;
+  try {
+    return await read();
   } finally {
     live.loading -= 1;
     // Messages that came while the list was on its way are newer than or as new as it.
@@ -2209,30 +2222,371 @@ function setLive(up) {
   setAttr(state, "title", up ? "Changes appear as they happen." : `Lists refresh every ${FALLBACK_INTERVAL_MS / 1000} s until the live stream is back.`);
   if (currentRoute && currentRoute.view === "tasks") stampBoard();
   if (currentRoute && currentRoute.view === "sessions") stampSessions();
+  if (currentRoute && currentRoute.view === "approvals") stampApprovals();
 }
 
 function liveNote() {
   return live.up ? " · live" : "";
 }
 
-// Pending approvals: counted from the stream's approval events (the approvals view is its own).
-const approvals = { pending: new Set() };
+// ---------------------------------------------------------------- approvals
 
-function applyApproval(event, approval) {
-  if (!approval || !approval.id) return;
-  const pending = approval.status === undefined ? event === "approval.requested" : approval.status === "pending";
-  const isNew = pending && !approvals.pending.has(approval.id);
-  if (pending) approvals.pending.add(approval.id);
-  else approvals.pending.delete(approval.id);
+// Held tool calls (docs/approvals.md). Rows are learned from GET /api/approvals and from the
+// stream's approval.requested / approval.decided messages, whichever view is shown, so the
+// badge in the navigation always counts what is really pending.
+const SETTLED_SHOWN = 50;
+const PENDING_READ = 500;
+const approvals = {
+  rows: new Map(), // id → the newest row known, in the wire shape of GET /api/approvals
+  deadlines: new Map(), // id → Date.now() at which its time runs out, from secondsLeft as read
+  items: new Map(), // id → its item in the pending list (kept, so a typed reason survives)
+  settledRows: new Map(), // id → its row in the settled table
+  shownCount: null,
+};
+
+function approvalStatus(row, event) {
+  if (row.status !== undefined) return row.status;
+  return event === "approval.decided" ? "decided" : "pending";
+}
+
+/** Take in one approval row; answers whether it is a request the page did not know of. */
+function learnApproval(row, event) {
+  if (!row || !row.id) return false;
+  if (row.deleted) {
+    forgetApproval(row.id);
+    return false;
+  }
+  const status = approvalStatus(row, event);
+  const known = approvals.rows.get(row.id);
+  // Settling is final: a read that still says pending is older, never a reopening.
+  if (known && known.status !== "pending" && status === "pending") return false;
+  approvals.rows.set(row.id, { ...row, status });
+  if (status !== "pending") approvals.deadlines.delete(row.id);
+  else if (typeof row.secondsLeft === "number") approvals.deadlines.set(row.id, Date.now() + row.secondsLeft * 1000);
+  else if (row.deadline && !Number.isNaN(Date.parse(row.deadline))) approvals.deadlines.set(row.id, Date.parse(row.deadline));
+  return !known && status === "pending";
+}
+
+function forgetApproval(id) {
+  approvals.rows.delete(id);
+  approvals.deadlines.delete(id);
+}
+
+/** Settled rows beyond the ones shown are dropped, so a long-open page does not grow. */
+function pruneSettled() {
+  const settled = [...approvals.rows.values()].filter((r) => r.status !== "pending").sort(bySettled);
+  for (const row of settled.slice(SETTLED_SHOWN * 2)) forgetApproval(row.id);
+}
+
+function bySettled(a, b) {
+  return String(b.settledAt || "").localeCompare(String(a.settledAt || "")) || String(a.id).localeCompare(String(b.id));
+}
+
+/** A row from the live stream. */
+function applyApproval(event, row) {
+  const isNew = learnApproval(row, event);
+  pruneSettled();
+  renderApprovals();
+  if (isNew && event === "approval.requested") notifyApproval(approvals.rows.get(row.id));
+}
+
+/** The pending requests, for the badge: read when a fresh stream starts (or while it is down). */
+async function loadPendingApprovals(minPosition) {
+  const query = new URLSearchParams({ status: "pending", limit: String(PENDING_READ) });
+  if (minPosition) query.set("minPosition", String(minPosition));
+  const data = await api(`/api/approvals?${query}`);
+  for (const row of data.items) learnApproval(row);
+  renderApprovals();
+}
+
+function reloadPendingApprovals() {
+  holdingMessages(() => loadPendingApprovals(Math.max(live.after || 0, live.lastId || 0))).catch(() => {
+    // The badge waits for the next read; the views say what is wrong with the key or server.
+  });
+}
+
+/** The approvals view's lists: every pending request and the newest settled ones. */
+async function loadApprovals(minPosition) {
+  const read = (status, limit) => {
+    const query = new URLSearchParams({ status, limit: String(limit) });
+    if (minPosition) query.set("minPosition", String(minPosition));
+    return api(`/api/approvals?${query}`);
+  };
+  const lists = await Promise.all([
+    read("pending", PENDING_READ),
+    read("decided", SETTLED_SHOWN),
+    read("expired", SETTLED_SHOWN),
+  ]);
+  const listed = new Set();
+  for (const { items } of lists) {
+    for (const row of items) {
+      listed.add(row.id);
+      learnApproval(row);
+    }
+  }
+  // Shown as pending but in none of the lists: settled long ago or deleted, so ask for it alone.
+  const unlisted = [...approvals.rows.values()].filter((r) => r.status === "pending" && !listed.has(r.id));
+  for (const row of unlisted) {
+    try {
+      learnApproval(await api(`/api/approvals/${encodeURIComponent(row.id)}`));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) forgetApproval(row.id);
+      else throw error;
+    }
+  }
+  pruneSettled();
+  renderApprovals();
+}
+
+function renderApprovals() {
   renderApprovalsBadge();
-  if (isNew && event === "approval.requested") notifyApproval(approval);
+  if (currentRoute && currentRoute.view === "approvals") renderApprovalsView();
+}
+
+function pendingApprovals() {
+  return [...approvals.rows.values()].filter((r) => r.status === "pending");
 }
 
 function renderApprovalsBadge() {
-  const count = approvals.pending.size;
+  const count = pendingApprovals().length;
+  if (count === approvals.shownCount) return; // unchanged: nothing to announce again
+  approvals.shownCount = count;
+  const words = count === 1 ? " approval pending" : " approvals pending";
   const badgeEl = $("#approvals-badge");
-  setText(badgeEl, count === 1 ? "1 approval pending" : `${count} approvals pending`);
+  badgeEl.replaceChildren(String(count), h("span", { class: "visually-hidden" }, words));
+  setAttr(badgeEl, "title", `${count}${words}`);
   badgeEl.hidden = count === 0;
+}
+
+/** Who or what held the call: its rule, or the managed handler that answered `ask`. */
+function heldBy(row) {
+  if (row.ruleId) return ["rule ", h("code", null, row.ruleId)];
+  if (row.handlerId) return ["handler ", h("code", null, row.handlerId)];
+  return null;
+}
+
+function sessionLink(sessionId) {
+  return sessionId
+    ? h("a", { href: `#sessions/${sessionId}`, "aria-label": `Session ${sessionId}` }, shortId(sessionId))
+    : h("span", { class: "muted" }, "—");
+}
+
+function summaryCode(row) {
+  return row.inputSummary
+    ? h("code", { class: "what" }, row.inputSummary)
+    : h("span", { class: "muted" }, "(no input recorded)");
+}
+
+function pendingItem(row) {
+  const id = row.id;
+  const reasonId = `approval-reason-${id}`;
+  const countdown = h("span", { class: "countdown", role: "timer" });
+  const reason = gated(
+    h("input", { id: reasonId, type: "text", maxlength: "2000", autocomplete: "off", "data-reason": id }),
+    "operator",
+    "deciding approvals",
+  );
+  const button = (kind, label, extra) =>
+    gated(
+      h("button", { type: "button", "data-decide": kind, "data-approval": id, ...extra }, label),
+      "operator",
+      "deciding approvals",
+    );
+  const buttons = [
+    button("allow", "Allow", { class: "primary" }),
+    button("deny", "Deny", { class: "danger" }),
+    button("session", "Allow for session", { "aria-describedby": `approval-scope-${id}` }),
+  ];
+  const dl = h("dl", { class: "fields wide approval-fields" });
+  fields(dl, [
+    ["Agent", row.agent || null],
+    ["Session", sessionLink(row.sessionId)],
+    ["Workspace", row.workspaceId || null],
+    ["Held by", heldBy(row)],
+    ["Requested", timeEl(row.requestedAt)],
+    ["Time left", countdown],
+    ["Event", row.event || null],
+    ["Why asked", row.requestReason || undefined],
+  ]);
+  const el = h(
+    "li",
+    { class: "approval panel", "data-approval-id": id },
+    h("div", { class: "approval-head" }, h("span", { class: "tool" }, row.toolName || "?"), " ", summaryCode(row)),
+    dl,
+    h(
+      "div",
+      { class: "approval-decide", role: "group", "aria-label": `Decide on ${row.toolName || "this call"}` },
+      h("label", { for: reasonId }, "Reason"),
+      reason,
+      buttons,
+      h(
+        "span",
+        { id: `approval-scope-${id}`, class: "muted" },
+        `Allow for session: later ${row.toolName || "calls of this tool"} calls in this session pass without asking.`,
+      ),
+    ),
+  );
+  el.parts = { countdown, reason, buttons };
+  return el;
+}
+
+function settledRow(row) {
+  const outcome = [badge(row.decision)];
+  if (row.status === "expired") outcome.push(" ", h("span", { class: "badge s-expired" }, "expired"));
+  if (row.forSession) outcome.push(" ", h("span", { class: "muted" }, "for the session"));
+  return h(
+    "tr",
+    { "data-approval-id": row.id, "data-status": row.status },
+    h("td", { class: "when" }, timeEl(row.requestedAt)),
+    h("td", { class: "nowrap" }, row.agent || "—"),
+    h("td", null, sessionLink(row.sessionId)),
+    h("td", null, row.toolName || "?"),
+    h("td", { class: "summary" }, summaryCode(row)),
+    h("td", { class: "nowrap" }, outcome),
+    h("td", { class: "nowrap decided-by" }, row.decidedBy || "—"),
+    h("td", { class: "when" }, timeEl(row.settledAt)),
+    h("td", { class: "reason" }, row.reason || ""),
+  );
+}
+
+function renderApprovalsView() {
+  const pending = pendingApprovals().sort(
+    (a, b) => (approvals.deadlines.get(a.id) ?? Infinity) - (approvals.deadlines.get(b.id) ?? Infinity),
+  );
+  for (const id of [...approvals.items.keys()]) {
+    const row = approvals.rows.get(id);
+    if (!row || row.status !== "pending") approvals.items.delete(id);
+  }
+  const items = pending.map((row) => {
+    if (!approvals.items.has(row.id)) approvals.items.set(row.id, pendingItem(row));
+    return approvals.items.get(row.id);
+  });
+  syncChildren($("#approvals-pending"), items);
+  setText($("#approvals-pending-count"), `(${pending.length})`);
+  $("#approvals-pending-empty").hidden = pending.length > 0;
+
+  const settled = [...approvals.rows.values()]
+    .filter((r) => r.status !== "pending")
+    .sort(bySettled)
+    .slice(0, SETTLED_SHOWN);
+  const keep = new Set(settled.map((r) => r.id));
+  for (const id of [...approvals.settledRows.keys()]) if (!keep.has(id)) approvals.settledRows.delete(id);
+  const rows = settled.map((row) => {
+    // A settled approval never changes again: its row is built once.
+    if (!approvals.settledRows.has(row.id)) approvals.settledRows.set(row.id, settledRow(row));
+    return approvals.settledRows.get(row.id);
+  });
+  syncChildren($("#approvals-settled"), rows);
+  $("#approvals-settled-empty").hidden = rows.length > 0;
+  tickApprovals();
+  stampApprovals();
+}
+
+function fmtLeft(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  if (s >= 60) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
+  return `${s} s`;
+}
+
+/** Count every pending request's time down from the seconds it had left when read. */
+function tickApprovals() {
+  const now = Date.now();
+  for (const [id, el] of approvals.items) {
+    const row = approvals.rows.get(id);
+    const deadline = approvals.deadlines.get(id);
+    const { countdown } = el.parts;
+    if (deadline === undefined) {
+      setText(countdown, "—");
+      continue;
+    }
+    const left = deadline - now;
+    const then = row && row.onTimeout ? `; then ${row.onTimeout === "allow" ? "allowed" : "denied"}` : "";
+    setText(countdown, left > 0 ? `${fmtLeft(left)}${then}` : `Time is up${then.replace("; then", ": being")}`);
+    setAttr(countdown, "class", left <= 15000 ? "countdown urgent" : "countdown");
+    if (row && row.deadline) setAttr(countdown, "title", `Deadline ${fmtTime(row.deadline)}`);
+  }
+}
+
+function stampApprovals() {
+  setText($("#approvals-updated"), `Updated ${fmtTime(new Date().toISOString())}${liveNote()}`);
+}
+
+async function decideApproval(button) {
+  const id = button.dataset.approval;
+  const kind = button.dataset.decide;
+  const el = approvals.items.get(id);
+  const row = approvals.rows.get(id);
+  if (!el || !row) return;
+  const errorEl = $("#approvals-action-error");
+  const doneEl = $("#approvals-done");
+  showMessage(errorEl, "");
+  setText(doneEl, "");
+  const reason = el.parts.reason.value.trim();
+  const body = { decision: kind === "deny" ? "deny" : "allow" };
+  if (reason) body.reason = reason;
+  if (kind === "session") body.forSession = true;
+  const controls = [...el.parts.buttons, el.parts.reason];
+  for (const control of controls) setEnabled(control, false);
+  button.setAttribute("aria-busy", "true");
+  const what = `${row.toolName || "the call"}${row.inputSummary ? ` ${firstLine(row.inputSummary, 80)}` : ""}`;
+  try {
+    const decided = await api(`/api/approvals/${encodeURIComponent(id)}/decide`, { method: "POST", body });
+    learnApproval(decided);
+    const verb = kind === "deny" ? "Denied" : kind === "session" ? "Allowed for the session" : "Allowed";
+    setText(doneEl, `${verb}: ${what}${kind === "deny" ? "; the agent is told why." : "; the agent proceeds."}`);
+  } catch (error) {
+    showMessage(errorEl, `Refused: ${describe(error)}`);
+    if (error instanceof ApiError && error.status === 409) {
+      // Decided elsewhere or expired: show what it became.
+      try {
+        learnApproval(await api(`/api/approvals/${encodeURIComponent(id)}`));
+      } catch (again) {
+        showMessage(errorEl, `Refused: ${describe(error)} ${describe(again)}`);
+      }
+    }
+  } finally {
+    button.removeAttribute("aria-busy");
+    for (const control of controls) setEnabled(control, true);
+    pruneSettled();
+    renderApprovals();
+  }
+  // The row left the pending list: focus goes to the next request's reason, or the heading.
+  if (!button.isConnected) {
+    const next = $("#approvals-pending input[data-reason]");
+    if (next && !next.disabled) next.focus();
+    else $("#approvals-title").focus();
+  }
+}
+
+function wireApprovals() {
+  $("#approvals-pending").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-decide]");
+    if (button && !button.disabled) decideApproval(button);
+  });
+}
+
+views.approvals = () => {
+  showMessage($("#approvals-action-error"), "");
+  setText($("#approvals-done"), "");
+  renderApprovalsView();
+  liveView(loadApprovals, $("#approvals-error"));
+  const token = viewToken;
+  const tick = () => {
+    if (token !== viewToken) return;
+    tickApprovals();
+    setTimeout(tick, 1000);
+  };
+  setTimeout(tick, 1000);
+};
+
+/** While the stream is down, the badge is read again as slowly as the lists are. */
+function watchPendingWhileDown() {
+  setInterval(() => {
+    const view = currentRoute && currentRoute.view;
+    if (!live.up && !live.blocked && !document.hidden && view !== "approvals") {
+      loadPendingApprovals().catch(() => {});
+    }
+  }, FALLBACK_INTERVAL_MS);
 }
 
 /** A browser notification, without sound, where the user allowed them ("Notify me"). */
@@ -2277,6 +2631,8 @@ function start() {
   $("#session-export").addEventListener("click", () => guarded($("#session-error"), downloadExport));
   wireActivity();
   wireNotifications();
+  wireApprovals();
+  watchPendingWhileDown();
   $("#timeline-collapse").addEventListener("click", () => setAllTurns(false));
   $("#verify-run").addEventListener("click", runVerify);
   $("#stream-lookup").addEventListener("submit", (event) => {

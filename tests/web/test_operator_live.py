@@ -143,8 +143,8 @@ def approval(status: str) -> dict[str, Any]:
 def test_a_requested_approval_shows_the_badge_and_a_silent_notification(
     page: Browser, site: Site
 ) -> None:
-    """The server streams no approval events yet (their read model comes later), so the
-    page is handed the messages it will receive, as its stream parser would pass them on."""
+    """The badge and the notification, fed the messages the stream sends as its parser
+    passes them on (tests/web/test_operator_approvals.py drives them from a held call)."""
     assert not page.find("#approvals-badge").is_displayed()
     page.js(NOTIFICATIONS_STUB, "default")
     page.js("document.querySelector('#notify-me').click()")  # asks only on this click
