@@ -656,6 +656,7 @@ def run_bench(
     the JSON result."""
     from rich.console import Console
 
+    from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
 
     console = Console()
@@ -666,6 +667,7 @@ def run_bench(
         ("ingest", bench_ingest, seconds),
         ("facts_vs_metadata", bench_facts_vs_metadata, 1 if quick else seconds),
         ("hook_gateway", bench_hook_gateway, n),
+        ("pending_approvals", bench_pending_approvals, 40 if quick else n),
         ("read_your_writes", bench_read_your_writes, n),
         ("task_board", bench_task_board, tasks),
         ("rebuild", bench_rebuild, events),

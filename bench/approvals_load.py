@@ -1,0 +1,145 @@
+"""Held approvals beside the hook gateway: do 200 requests waiting for an operator slow
+the hooks that do not wait?
+
+Measured in turns on one `serve`: the gateway workload of `bench_hook_gateway`
+(PreToolUse through one loopback handler) with no request held, then with 200 Claude
+Code PreToolUse hooks held open on an approval rule, then all 200 decided through the
+API (allow) and their answers checked; twice. Each waiting request is an asyncio future
+on the server (api/held_approvals.py), not a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+from bench.run import Store, _Handler, free_port, percentiles, serve
+
+HELD: Final = 200
+ROUNDS: Final = 2
+# The held calls are another tool than the gateway's Bash, so the handler only ever
+# sees the calls being measured.
+HELD_TOOL: Final = "mcp__deploy__release"
+RULES: Final = {
+    "version": 1,
+    "rules": [{"id": "bench-hold", "tool": HELD_TOOL, "timeoutS": 600}],
+}
+
+
+def held_body(n: int) -> dict[str, Any]:
+    """A Claude Code PreToolUse the rule holds (each its own session and tool call)."""
+    session = str(uuid.uuid4())
+    return {
+        "session_id": session,
+        "transcript_path": f"/home/dev/.claude/projects/-repo/{session}.jsonl",
+        "cwd": "/home/dev/repo",
+        "hook_event_name": "PreToolUse",
+        "tool_name": HELD_TOOL,
+        "tool_input": {"target": f"release {n}"},
+        "tool_use_id": f"toolu_{uuid.uuid4().hex[:20]}",
+    }
+
+
+def _pending(http: httpx.Client, base: str) -> list[dict[str, Any]]:
+    found = http.get(f"{base}/api/approvals", params={"status": "pending", "limit": 500})
+    return list(found.json()["items"])
+
+
+def _hold(base: str, pool: ThreadPoolExecutor, http: httpx.Client) -> list[Future[httpx.Response]]:
+    """Send HELD hooks that wait, and return once the server holds every one."""
+    held = [
+        pool.submit(httpx.post, f"{base}/hooks/claude", json=held_body(n), timeout=300)
+        for n in range(HELD)
+    ]
+    deadline = time.monotonic() + 120
+    while len(_pending(http, base)) < HELD:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not hold every request")
+        time.sleep(0.1)
+    return held
+
+
+def _release(base: str, http: httpx.Client, held: list[Future[httpx.Response]]) -> float:
+    """Allow every pending request; seconds until all held hooks were answered `{}`."""
+    started = time.monotonic()
+    for approval in _pending(http, base):
+        decided = http.post(
+            f"{base}/api/approvals/{approval['id']}/decide", json={"decision": "allow"}
+        )
+        assert decided.status_code == 200, decided.text
+    for future in held:
+        answer = future.result(120)
+        assert answer.status_code == 200 and answer.json() == {}, answer.text
+    return time.monotonic() - started
+
+
+def bench_pending_approvals(store: Store, n: int, work: Path) -> dict[str, Any]:
+    handler = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=handler.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{handler.server_address[1]}/policy"
+    hooks = {
+        "version": 1,
+        "hooks": {
+            "PreToolUse": [{"id": "policy", "type": "http", "url": hook_url, "matcher": ["Bash"]}]
+        },
+    }
+    extra = {
+        "TACHOGRAPH_HOOKS": json.dumps(hooks),
+        "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
+        "TACHOGRAPH_APPROVALS": json.dumps(RULES),
+    }
+    port = free_port()
+    body = {"event": "PreToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
+    idle: list[float] = []
+    loaded: list[float] = []
+    releases: list[float] = []
+    per_turn = max(n // (2 * ROUNDS), 1)
+    try:
+        with (
+            serve(store, port, work / "serve-approvals.log", extra),
+            httpx.Client(timeout=30) as http,
+            ThreadPoolExecutor(HELD) as pool,
+        ):
+            base = f"http://127.0.0.1:{port}"
+            session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"})
+            url = f"{base}/api/sessions/{session.json()['id']}/events"
+
+            def gateway(samples: list[float]) -> None:
+                for _ in range(per_turn):
+                    started = time.perf_counter()
+                    answered = http.post(url, json=body)
+                    samples.append(time.perf_counter() - started)  # seconds, as percentiles takes
+                    assert answered.json()["outcome"] == "pass", answered.text
+
+            for _ in range(50):  # warm the path
+                http.post(url, json=body)
+            for _ in range(ROUNDS):
+                gateway(idle)
+                held = _hold(base, pool, http)
+                gateway(loaded)
+                releases.append(_release(base, http, held))
+    finally:
+        handler.shutdown()
+        handler.server_close()
+    without, beside = percentiles(idle), percentiles(loaded)
+    return {
+        "workload": (
+            f"{len(idle) + len(loaded)} sequential PreToolUse dispatches through one loopback "
+            f"handler, in turns of {per_turn}: with no request held, then beside {HELD} "
+            f"Claude Code PreToolUse hooks held open on an approval rule; then the {HELD} "
+            f"allowed through the API and their answers checked; {ROUNDS} rounds"
+        ),
+        "held": HELD,
+        "gateway_idle": without,
+        "gateway_beside_held": beside,
+        "p99_ratio": beside["p99_ms"] / without["p99_ms"],
+        "release_all_s": max(releases),
+    }
