@@ -116,23 +116,8 @@ class Services:
         self.app.close()
 
     def session_workspace(self, session_id: UUID) -> str | None:
-        """The workspace a session lives in, None for a session not created yet.
-
-        Sessions never move, so each answer is kept (bounded) once found.
-        """
-        known = self._session_workspaces.get(session_id)
-        if known is not None:
-            return known
-        try:
-            session: object = self.app.repository.get(session_id)
-        except AggregateNotFoundError:
-            return None
-        if not isinstance(session, Session):
-            return None
-        if len(self._session_workspaces) >= _SESSION_WORKSPACES_KEPT:
-            self._session_workspaces.clear()
-        self._session_workspaces[session_id] = session.workspace
-        return session.workspace
+        """The workspace a session lives in, None for a session not created yet."""
+        return session_workspace(self.app, self._session_workspaces, session_id)
 
     def locked_title(self, session_id: UUID) -> str | None:
         """The title an operator gave a session (POST or PATCH), None when it has none.
@@ -200,7 +185,11 @@ def build_services(settings: Settings) -> Services:
     app.on_recorded = partial(_recorded, runner, held)
     transport = HttpxHookTransport(settings.secrets)
     committer = GroupCommitter(app, on_batch=observe_batch)
-    approvals = AppApprovals(app, store, partial(_workspace_of, app), REUSE_WITHIN_S)
+    # One cache of session -> workspace for the routes (Services) and the approvals port.
+    workspaces: dict[UUID, str] = {}
+    approvals = AppApprovals(
+        app, store, partial(session_workspace, app, workspaces), REUSE_WITHIN_S
+    )
     notifier = (
         ApprovalNotifier(
             transport,
@@ -250,6 +239,7 @@ def build_services(settings: Settings) -> Services:
         committer=committer,
         autonomy=autonomy,
         held=held,
+        _session_workspaces=workspaces,
     )
 
 
@@ -263,13 +253,24 @@ def _recorded(
     held.recorded(recordings)
 
 
-def _workspace_of(app: Tachograph, session_id: UUID) -> str | None:
-    """The workspace of a session, from the log (approval rules may be per workspace)."""
+def session_workspace(app: Tachograph, known: dict[UUID, str], session_id: UUID) -> str | None:
+    """The workspace a session lives in, from the log; None for a session not created yet.
+
+    Sessions never move, so each answer is kept in `known` (bounded) once found.
+    """
+    found = known.get(session_id)
+    if found is not None:
+        return found
     try:
         session: object = app.repository.get(session_id)
     except AggregateNotFoundError:
         return None
-    return session.workspace if isinstance(session, Session) else None
+    if not isinstance(session, Session):
+        return None
+    if len(known) >= _SESSION_WORKSPACES_KEPT:
+        known.clear()
+    known[session_id] = session.workspace
+    return session.workspace
 
 
 def freeze_startup_heap() -> None:

@@ -32,7 +32,6 @@ class AppApprovals:
         self._reuse_within_s = reuse_within_s
         # (session, tool, summary) -> approval, for calls asked about by this process.
         self._recent: dict[tuple[UUID, str, str | None], UUID] = {}
-        self._workspaces: dict[UUID, str] = {}
 
     def request(self, approval: Approval) -> Approval:
         requested = self.app.request_approval(approval)
@@ -50,14 +49,7 @@ class AppApprovals:
         return self.app.expire_approval(approval_id, at)
 
     def workspace(self, session_id: UUID) -> str | None:
-        known = self._workspaces.get(session_id)
-        if known is None:
-            known = self._workspace_of(session_id)
-            if known is not None:  # sessions never move
-                if len(self._workspaces) >= _RECENT_KEPT:
-                    self._workspaces.clear()
-                self._workspaces[session_id] = known
-        return known
+        return self._workspace_of(session_id)  # cached where it is looked up (bootstrap)
 
     def allowance(self, session_id: UUID, tool_name: str) -> UUID | None:
         found = session_allowance(self.store, str(session_id), tool_name)

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,10 @@ import httpx
 import pytest
 
 from bootstrap import Services
+from domain.approval import Approval
+from domain.errors import InvalidState
 from infra.settings import Settings, SettingsError
+from scheduler.maintenance import expire_orphaned_approvals_job
 from tests.hook_server import HookServer, answer
 from tests.support import Server
 
@@ -334,14 +338,10 @@ def test_a_bad_rules_document_refuses_start_up_naming_the_path(
     assert message in str(refused.value)
 
 
-def test_a_request_whose_holder_went_away_is_expired_by_maintenance(services: Services) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from domain.approval import Approval
-    from scheduler.maintenance import expire_orphaned_approvals_job
-
+def overdue_approval(services: Services, tool_call_id: str, late_by: timedelta) -> Approval:
+    """A pending request, stored directly, whose deadline passed `late_by` ago."""
     now = datetime.now(UTC)
-    orphan = Approval(
+    approval = Approval(
         dispatch_id=uuid.uuid4(),
         session_id=uuid.uuid4(),
         workspace_id="default",
@@ -349,16 +349,21 @@ def test_a_request_whose_holder_went_away_is_expired_by_maintenance(services: Se
         turn_id=None,
         agent="claude-code",
         tool_name="Bash",
-        tool_call_id="toolu_gone",
+        tool_call_id=tool_call_id,
         input_summary="git push",
         rule_id="risky-git",
         handler_id=None,
         reason=None,
-        requested_at=now - timedelta(minutes=3),
-        deadline=now - timedelta(minutes=1),
+        requested_at=now - late_by - timedelta(minutes=2),
+        deadline=now - late_by,
         on_timeout="deny",
     )
-    services.app.request_approval(orphan)
+    services.app.request_approval(approval)
+    return approval
+
+
+def test_a_request_whose_holder_went_away_is_expired_by_maintenance(services: Services) -> None:
+    orphan = overdue_approval(services, "toolu_gone", timedelta(minutes=1))
     services.runner.catch_up()
 
     assert expire_orphaned_approvals_job(services.app, services.store) == 1
@@ -439,31 +444,8 @@ def test_a_notification_url_outside_the_hook_rules_refuses_start_up() -> None:
 
 
 def test_a_decision_after_the_deadline_finds_the_request_expired(services: Services) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from domain.approval import Approval
-    from domain.errors import InvalidState
-
-    now = datetime.now(UTC)
-    late = Approval(
-        dispatch_id=uuid.uuid4(),
-        session_id=uuid.uuid4(),
-        workspace_id="default",
-        event_name="PreToolUse",
-        turn_id=None,
-        agent="claude-code",
-        tool_name="Bash",
-        tool_call_id="toolu_late",
-        input_summary="git push",
-        rule_id="risky-git",
-        handler_id=None,
-        reason=None,
-        requested_at=now - timedelta(seconds=90),
-        deadline=now - timedelta(seconds=1),
-        on_timeout="deny",
-    )
-    services.app.request_approval(late)
+    late = overdue_approval(services, "toolu_late", timedelta(seconds=1))
     with pytest.raises(InvalidState, match="expired"):
-        services.app.decide_approval(late.id, "allow", "key:otto", None, True, now)
+        services.app.decide_approval(late.id, "allow", "key:otto", None, True, datetime.now(UTC))
     settled = services.app.load(Approval, late.id, "Approval")
     assert (settled.status, settled.verdict, settled.for_session) == ("expired", "deny", False)
