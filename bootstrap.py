@@ -34,6 +34,7 @@ from ingest.approval_gate import REUSE_WITHIN_S, ApprovalGate
 from ingest.group_commit import GroupCommitter
 from ingest.service import HookIngest
 from projections.base import Projection
+from projections.learned import LearnedProjection
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
@@ -46,6 +47,7 @@ from scheduler.runtime import Job, SchedulerRuntime
 from scheduler.tasks import TaskRuntime, build_task_runtime
 from services.approval_log import AppApprovals
 from services.credentials import CredentialCache
+from services.learned_context import LearnedContext
 
 log = logging.getLogger(__name__)
 _SESSION_WORKSPACES_KEPT = 10_000
@@ -78,6 +80,8 @@ class Services:
         default_factory=lambda: ThreadPoolExecutor(16, thread_name_prefix="coder-dispatch")
     )
     _session_workspaces: dict[UUID, str] = field(default_factory=dict, repr=False)
+    # Every agent's learned content, in memory, for deliveries (hooks, task prompts).
+    learned: LearnedContext | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -87,6 +91,9 @@ class Services:
         self.runner.catch_up()
         self.credentials.refresh()
         self.credentials.start()
+        if self.learned is not None:
+            self.learned.refresh()
+            self.learned.start()
         self.runner.start()
         self.scheduler.start()
 
@@ -103,6 +110,8 @@ class Services:
             self.committer.close()  # drain queued appends so the checkpoint covers them
         self.runner.stop()
         self.credentials.stop()
+        if self.learned is not None:
+            self.learned.stop()
         checkpoint_at_shutdown(self.runner)
         self.close()
 
@@ -179,6 +188,10 @@ def build_services(settings: Settings) -> Services:
         credentials.ensure_schema()
     # Lets the requests a commit answers go before the runner applies it: 2 ms at most
     # (gateway median overhead ~15-25% lower, measured with the HTTP-signalled form).
+    learned = LearnedContext(store)
+    for projection in projections:
+        if isinstance(projection, LearnedProjection):
+            projection.on_change = learned.load
     runner = ProjectionRunner(app, store, projections, commit_linger=COMMIT_LINGER_S)
     app.on_commit = runner.wake
     held = HeldApprovals(app.recorder)
@@ -207,6 +220,7 @@ def build_services(settings: Settings) -> Services:
         ask=partial(ask, transport),
         observe=observe_dispatch,
         approvals=ApprovalGate(settings.approvals, approvals, notifier),
+        learned=learned.for_agent,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
@@ -219,7 +233,7 @@ def build_services(settings: Settings) -> Services:
     ]
     keys = KeyService(app)
     tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
-    tasks = build_task_runtime(settings, app, store, ingest, tokens)
+    tasks = build_task_runtime(settings, app, store, ingest, tokens, learned)
     jobs.extend(tasks.jobs())
     autonomy = AutonomyRuntime(settings, app, store, runner, transport, tasks)
     jobs.extend(autonomy.jobs())
@@ -240,6 +254,7 @@ def build_services(settings: Settings) -> Services:
         autonomy=autonomy,
         held=held,
         _session_workspaces=workspaces,
+        learned=learned,
     )
 
 

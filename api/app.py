@@ -21,6 +21,7 @@ from api.routes import (
     adapters,
     approvals,
     auditors,
+    autonomy_pipeline,
     autonomy_settings,
     health,
     hooks,
@@ -102,6 +103,7 @@ def create_app(
         activity.router,
         stream.router,
         approvals.router,
+        autonomy_pipeline.router,
     ):
         app.include_router(router)
     # Added first, so innermost: it sees only authenticated, size-checked requests.

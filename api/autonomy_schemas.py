@@ -35,6 +35,8 @@ class SignalCreate(Strict):
     failure: str | None = None
     failureClass: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     sessionId: UUID | None = None
+    # The turn the evidence is from; signals derived from hooks name theirs themselves.
+    turnId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
 
 
 class TargetEdit(Strict):

@@ -28,7 +28,20 @@ class WorkspaceCreate(Strict):
 
 
 class WorkspaceUpdate(Strict):
-    selfUpdate: StrictBool
+    """Options present are changed; absent ones keep their value (at least one is needed)."""
+
+    selfUpdate: StrictBool | None = None
+    # Whether this workspace's self-update task prompts carry learned content (SPEC §8).
+    learnedInSelfUpdate: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _some_option(self) -> WorkspaceUpdate:
+        if not self.model_fields_set:
+            raise ValueError("name selfUpdate or learnedInSelfUpdate (or both).")
+        for name in self.model_fields_set:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} must be true or false.")
+        return self
 
 
 class SessionCreate(Strict):

@@ -56,6 +56,7 @@ class HookDispatch(TachographAggregate):
         actor: str,
         facts: dict[str, Any] | None = None,
         received_at: datetime | None = None,
+        learned: list[dict[str, Any]] | None = None,
     ) -> None:
         self.session_id = session_id
         self.event_name = event_name
@@ -70,6 +71,9 @@ class HookDispatch(TachographAggregate):
         self.note = note
         self.facts = facts
         self.received_at = received_at
+        # The learned targets the answer carried (domain/learned_delivery.py's items:
+        # target, revision and digest each), None when it carried none.
+        self.learned = learned
 
 
 # Version 2 stores `runs` with snake_case keys; version 1 (earlier releases) stored the
@@ -95,9 +99,16 @@ def _upcast_created_v2_v3(state: dict[str, Any]) -> None:
     state["received_at"] = None
 
 
+def _upcast_created_v3_v4(state: dict[str, Any]) -> None:
+    # Version 4 records the learned content an answer carried; earlier releases
+    # delivered none.
+    state["learned"] = None
+
+
 HookDispatch.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
 HookDispatch.Created.upcast_v2_v3 = staticmethod(_upcast_created_v2_v3)  # type: ignore[attr-defined]
-declare_event_versions(HookDispatch, Created=3)
+HookDispatch.Created.upcast_v3_v4 = staticmethod(_upcast_created_v3_v4)  # type: ignore[attr-defined]
+declare_event_versions(HookDispatch, Created=4)
 
 _AGGREGATE_TOPIC = get_topic(HookDispatch)
 

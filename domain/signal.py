@@ -56,6 +56,8 @@ class Signal(TachographAggregate):
         failure_class: str | None,
         session_id: str | None,
         actor: str,
+        turn_id: str | None = None,
+        received: list[str] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.trace_id = trace_id
@@ -65,6 +67,8 @@ class Signal(TachographAggregate):
         self.failure = failure
         self.failure_class = failure_class
         self.session_id = session_id
+        self.turn_id = turn_id
+        self.received: list[str] = list(received or ())
         self.status = PENDING
         self.attempts = 0
         self.next_attempt_at: datetime | None = None
@@ -213,9 +217,17 @@ class Signal(TachographAggregate):
             )
 
 
+def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
+    # Version 2 names the turn the evidence came from and the learned targets that turn
+    # had received; signals of earlier releases knew neither.
+    state["turn_id"] = None
+    state["received"] = []
+
+
+Signal.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
 declare_event_versions(
     Signal,
-    Created=1,
+    Created=2,
     Claimed=1,
     Completed=1,
     RetryScheduled=1,

@@ -6,7 +6,7 @@ decision and completes the signal in one transaction: a mutation is all or nothi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,6 +40,9 @@ from domain.task_service import utcnow
 TRACE_ID_LIMIT = 256
 FAILURE_CLASS_LIMIT = 64
 ERROR_LIMIT_BYTES = 1024
+# Learned targets one turn can name as received: delivery composes at most 16 KiB, so
+# far fewer in practice; the bound keeps one event small whatever a caller passes.
+RECEIVED_LIMIT = 256
 SIGNAL_BACKOFF = Backoff(base_s=10.0, cap_s=600.0)
 DEFAULT_CLAIM_TTL = timedelta(minutes=5)
 
@@ -84,8 +87,14 @@ class SignalService:
         failure_class: str | None,
         session_id: UUID | None,
         actor: str,
+        *,
+        turn_id: str | None = None,
+        received: Iterable[str] = (),
     ) -> tuple[Recorded, bool]:
-        """Store redacted, bounded evidence; a repeat of (agentId, traceId, kind) is a no-op."""
+        """Store redacted, bounded evidence; a repeat of (agentId, traceId, kind) is a no-op.
+
+        `received` names the learned targets (their ids) the turn had been given.
+        """
         if not AGENT_ID_PATTERN.fullmatch(agent_id):
             raise RuleViolation("agentId must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}.")
         if not trace_id.strip() or len(trace_id) > TRACE_ID_LIMIT:
@@ -94,6 +103,13 @@ class SignalService:
             raise RuleViolation('kind must be "outcome" or "failure".')
         if failure_class is not None and len(failure_class) > FAILURE_CLASS_LIMIT:
             raise RuleViolation("failureClass must be at most 64 characters.")
+        if turn_id is not None and not 0 < len(turn_id) <= TRACE_ID_LIMIT:
+            raise RuleViolation("turnId must be 1 to 256 characters.")
+        targets = sorted(set(received))
+        if len(targets) > RECEIVED_LIMIT or any(len(t) > TRACE_ID_LIMIT for t in targets):
+            raise RuleViolation(
+                f"received must name at most {RECEIVED_LIMIT} targets of at most 256 characters."
+            )
         sid = signal_id(agent_id, trace_id, kind)
         if find(self.app, Signal, sid) is not None:
             return Recorded(sid, None), False
@@ -107,6 +123,8 @@ class SignalService:
             failure_class=evidence(failure_class),
             session_id=str(session_id) if session_id else None,
             actor=actor,
+            turn_id=turn_id,
+            received=targets,
         )
         try:
             return Recorded(sid, self.app.record(signal)), True
@@ -247,4 +265,6 @@ def _evidence(signal: Signal) -> SignalEvidence:
         outcome=signal.outcome,
         failure=signal.failure,
         failure_class=signal.failure_class,
+        turn_id=signal.turn_id,
+        received=tuple(signal.received),
     )

@@ -96,6 +96,7 @@ class Task(TachographAggregate):
         self.worker: str | None = None
         self.interrupted = False
         self.deleted = False
+        self.learned: list[dict[str, Any]] | None = None  # what the current attempt carried
 
     # Queries
 
@@ -112,8 +113,18 @@ class Task(TachographAggregate):
 
     # Commands
 
-    def claim(self, now: datetime, worker: str, turn_id: str, session_id: UUID) -> int:
-        """Start the next attempt; the saved version bump is what makes a claim exclusive."""
+    def claim(
+        self,
+        now: datetime,
+        worker: str,
+        turn_id: str,
+        session_id: UUID,
+        learned: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Start the next attempt; the saved version bump is what makes a claim exclusive.
+
+        `learned`: the delivery items (SPEC §8) the attempt's prompt carries, or None.
+        """
         self._guard_live("claimed")
         if self.status != QUEUED:
             raise InvalidState("Task", self.status, RUNNING)
@@ -122,12 +133,18 @@ class Task(TachographAggregate):
         if not self.due(now):
             raise NotDue(f"Task {self.id} is not due before {self.next_attempt_at}.")
         attempt = self.attempt_count + 1
-        self._claimed(attempt, turn_id, str(session_id), worker, now)
+        self._claimed(attempt, turn_id, str(session_id), worker, now, learned or None)
         return attempt
 
     @event("Claimed", topic="Task.Claimed")
     def _claimed(
-        self, attempt: int, turn_id: str, session_id: str, worker: str, at: datetime
+        self,
+        attempt: int,
+        turn_id: str,
+        session_id: str,
+        worker: str,
+        at: datetime,
+        learned: list[dict[str, Any]] | None,
     ) -> None:
         self.status = RUNNING
         self.attempt_count = attempt
@@ -136,6 +153,7 @@ class Task(TachographAggregate):
         self.worker = worker
         self.next_attempt_at = None
         self.interrupted = False
+        self.learned = learned
 
     def complete(self, attempt: int, outcome: str | None, at: datetime) -> None:
         """The attempt's process exited 0."""
@@ -297,10 +315,17 @@ class Task(TachographAggregate):
             )
 
 
+def _upcast_claimed_v1_v2(state: dict[str, Any]) -> None:
+    # Version 2 records the learned content the attempt's prompt carried; attempts
+    # started by earlier releases carried none.
+    state["learned"] = None
+
+
+Task.Claimed.upcast_v1_v2 = staticmethod(_upcast_claimed_v1_v2)  # type: ignore[attr-defined]
 declare_event_versions(
     Task,
     Created=1,
-    Claimed=1,
+    Claimed=2,
     Completed=1,
     Failed=1,
     RetryScheduled=1,

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
+from domain.agent_ids import TASKS_AGENT_ID
 from domain.application import Recorded, Tachograph
 from domain.errors import NotFound, RuleViolation
+from domain.learned_delivery import NOTHING, Composed
 from domain.session import Session
 from domain.task import StaleAttempt, Task, remediation_id, task_session_id
 from domain.task_policy import (
@@ -26,6 +29,7 @@ from domain.task_policy import (
     KIND_TASK,
     QUEUED,
     RECORD_LIMIT_BYTES,
+    SOURCE_SELF_UPDATE,
     SOURCE_SYSTEM,
     SOURCE_USER,
     Backoff,
@@ -38,10 +42,27 @@ from domain.transcript import Transcript, transcript_id
 T = TypeVar("T")
 MAX_PROMPT_BYTES = 256 * 1024
 _CONFLICT_RETRIES = 5
+# Between the learned preamble and the task's own prompt: the agent reads where the
+# guidance ends and its task begins.
+PREAMBLE_SEPARATOR = "\n\n---\n\n"
+LEARNED_BUDGET_BYTES = 16 * 1024
+# The prompt reaches the agent as one argument, and Linux refuses an argument over
+# 128 KiB (MAX_ARG_STRLEN) with E2BIG: the preamble only takes room the prompt leaves,
+# minus a margin for the text a template puts around `{prompt}` in the same argument.
+ARGUMENT_LIMIT_BYTES = 128 * 1024 - 1
+ARGUMENT_MARGIN_BYTES = 1024
+
+log = logging.getLogger(__name__)
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class LearnedSource(Protocol):
+    """An agent's learned content, composed and bounded, answered from memory."""
+
+    def for_agent(self, agent_id: str, budget_bytes: int = ...) -> Composed: ...
 
 
 @dataclass(frozen=True)
@@ -53,10 +74,27 @@ class Claim:
     turn_id: str
     session_id: UUID
     workspace: str
-    prompt: str
+    prompt: str  # what the agent is handed: the learned preamble, if any, then the task's
     model: str | None
     transcript: Transcript
     position: int | None
+    learned: tuple[dict[str, Any], ...] = ()  # the delivery items the prompt carries
+
+
+def learned_budget(prompt: str) -> int:
+    """Bytes the learned preamble of `prompt` may take (16 KiB, less for a long prompt)."""
+    room = (
+        ARGUMENT_LIMIT_BYTES
+        - ARGUMENT_MARGIN_BYTES
+        - len(prompt.encode())
+        - len(PREAMBLE_SEPARATOR.encode())
+    )
+    return max(0, min(LEARNED_BUDGET_BYTES, room))
+
+
+def with_preamble(learned: str | None, prompt: str) -> str:
+    """The task's prompt behind the learned text it carries (unchanged without one)."""
+    return f"{learned}{PREAMBLE_SEPARATOR}{prompt}" if learned else prompt
 
 
 class TaskService:
@@ -68,10 +106,12 @@ class TaskService:
         *,
         clock: Callable[[], datetime] = utcnow,
         backoff: Backoff | None = None,
+        learned: LearnedSource | None = None,
     ) -> None:
         self.app = app
         self.clock = clock
         self.backoff = backoff or Backoff()
+        self.learned = learned
 
     # Queries
 
@@ -96,6 +136,32 @@ class TaskService:
         except AggregateNotFoundError:
             return None
         return found if isinstance(found, Transcript) else None
+
+    def self_update_work(self, task: Task) -> bool:
+        """Self-update work, or the remediation of it: it changes Tachograph itself."""
+        if task.source == SOURCE_SELF_UPDATE:
+            return True
+        parent = self.find(UUID(task.parent_task_id)) if task.parent_task_id else None
+        return parent is not None and parent.source == SOURCE_SELF_UPDATE
+
+    def learned_for(self, task: Task) -> Composed:
+        """The learned content an attempt of `task` carries now (NOTHING when none).
+
+        Self-update prompts carry it only where the workspace opted in. Learning is
+        never a reason for an attempt not to start: a failure here carries nothing.
+        """
+        if self.learned is None:
+            return NOTHING
+        try:
+            if (
+                self.self_update_work(task)
+                and not self.app.get_workspace(task.workspace).learned_in_self_update
+            ):
+                return NOTHING
+            return self.learned.for_agent(TASKS_AGENT_ID, learned_budget(task.prompt))
+        except Exception:  # noqa: BLE001 - the attempt runs without the preamble instead
+            log.exception("composing learned content failed", extra={"task_id": task.id})
+            return NOTHING
 
     # Commands from clients
 
@@ -141,7 +207,10 @@ class TaskService:
             return None
         turn_id = str(uuid4())
         session_id = task_session_id(task.id)
-        attempt = task.claim(self.clock(), worker, turn_id, session_id)
+        # Composed before the claim is saved: the Claimed event records exactly what this
+        # prompt carries, so a revert either precedes the attempt or is not in its prompt.
+        learned = self.learned_for(task)
+        attempt = task.claim(self.clock(), worker, turn_id, session_id, list(learned.items))
         transcript = Transcript(task_id=task.id, attempt=attempt, turn_id=turn_id)
         # The first claim creates the task's session in the same transaction, so it
         # exists exactly when attemptCount > 0.
@@ -168,10 +237,11 @@ class TaskService:
             turn_id,
             session_id,
             task.workspace,
-            task.prompt,
+            with_preamble(learned.text, task.prompt),
             task.model,
             transcript,
             position,
+            learned.items,
         )
 
     def append_activity(self, transcript: Transcript, records: list[dict[str, Any]]) -> int | None:

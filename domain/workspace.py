@@ -27,6 +27,9 @@ class Workspace(TachographAggregate):
         self.slug = slug
         self.path = path
         self.self_update = self_update
+        # Self-update prompts carry no learned content unless the workspace opts in: a
+        # lesson drawn from ordinary work could steer a change to Tachograph itself.
+        self.learned_in_self_update = False
 
     def set_self_update(self, enabled: bool, actor: str) -> None:
         """Turn self-update cycles on or off for this workspace."""
@@ -37,5 +40,14 @@ class Workspace(TachographAggregate):
     def _self_update_changed(self, self_update: bool, actor: str) -> None:
         self.self_update = self_update
 
+    def set_learned_in_self_update(self, enabled: bool, actor: str) -> None:
+        """Let self-update task prompts of this workspace carry learned content, or not."""
+        if enabled != self.learned_in_self_update:
+            self._learned_in_self_update_changed(enabled, actor)
 
-declare_event_versions(Workspace, Created=1, SelfUpdateChanged=1)
+    @event("LearnedInSelfUpdateChanged", topic="Workspace.LearnedInSelfUpdateChanged")
+    def _learned_in_self_update_changed(self, learned_in_self_update: bool, actor: str) -> None:
+        self.learned_in_self_update = learned_in_self_update
+
+
+declare_event_versions(Workspace, Created=1, SelfUpdateChanged=1, LearnedInSelfUpdateChanged=1)

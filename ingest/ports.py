@@ -18,6 +18,7 @@ from domain.approval import Approval
 from domain.hook_config import HookHandler
 from domain.hook_dispatch import Decision, HandlerReply, HandlerRequest
 from domain.hook_dispatch_record import HookDispatch
+from domain.learned_delivery import Composed
 from domain.session import Session
 
 # Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
@@ -30,6 +31,9 @@ AskHandler = Callable[[HookHandler, HandlerRequest], HandlerReply]
 Clock = Callable[[], datetime]
 # Told every decision (metrics per event and handler); must not raise.
 DispatchObserver = Callable[[str, Decision], None]
+# An agent's learned content composed within a byte budget, answered from memory (it is
+# asked on the hook path): services/learned_context.py's `LearnedContext.for_agent`.
+LearnedSource = Callable[[str, int], Composed]
 # A runtime's answer for a decision on one of its events, and an audit note saying how
 # the decision had to be degraded to be expressed (None when it was not).
 Render = Callable[[str, Decision], tuple[Any, str | None]]

@@ -23,12 +23,15 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
+from domain.agent_ids import agent_id_for
 from domain.approval import APPROVAL_HANDLER, settled_decision, still_pending
 from domain.approval import PENDING as APPROVAL_PENDING
 from domain.approval_rules import ApprovalRules
 from domain.dispatch_facts import dispatch_facts
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
+    CONTEXT_CAP,
+    CONTEXT_SEPARATOR,
     OUTCOMES,
     PASS,
     Decision,
@@ -42,7 +45,8 @@ from domain.hook_dispatch import (
     match_key,
     redact_tool_input,
 )
-from domain.hook_dispatch_record import creation_event, dispatch_id_for
+from domain.hook_dispatch_record import HookDispatch, creation_event, dispatch_id_for
+from domain.learned_delivery import combine
 from domain.lifecycle import REPORTED_FIELDS, LifecycleEvent
 from domain.session import Session
 from ingest.approval_gate import ApprovalGate, PendingApproval
@@ -53,6 +57,7 @@ from ingest.ports import (
     Deliver,
     DispatchLog,
     DispatchObserver,
+    LearnedSource,
     Render,
     SessionPort,
 )
@@ -67,6 +72,11 @@ SUMMARY_CHARS = 500
 # A Stop `continue` is recorded on the session too; a concurrent change of the session
 # (a rename) makes that append conflict, and the count is then re-read and retried.
 _CONTINUE_RETRIES = 3
+# Where an agent is told what it learned: every runtime's renderer carries context on
+# these (SPEC §8), and they open a session or a turn, so each turn receives it once.
+LEARNED_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
+# A denied prompt starts no turn: nothing is delivered with the refusal.
+_LEARNED_OUTCOMES = frozenset({"pass", "modify"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,7 @@ class HookIngest:
         clock: Clock = _utc_now,
         observe: DispatchObserver = _no_observer,
         approvals: ApprovalGate | None = None,
+        learned: LearnedSource | None = None,
     ) -> None:
         self.config = config
         self.redacted_tools = redacted_tools
@@ -125,6 +136,7 @@ class HookIngest:
         self._clock = clock
         self._observe = observe
         self.approvals = approvals if approvals is not None else ApprovalGate(ApprovalRules(), None)
+        self._learned = learned
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -146,8 +158,12 @@ class HookIngest:
     ) -> tuple[UUID, int | None, Ingested]:
         """Create a session, then dispatch its SessionStart."""
         session_id, position = self._sessions.open(workspace, title, actor)
+        # This SessionStart's answer reaches no agent: it carries no learned content.
         started = self.ingest(
-            session_id, LifecycleEvent("SessionStart", detail={"source": "api"}), actor=actor
+            session_id,
+            LifecycleEvent("SessionStart", detail={"source": "api"}),
+            actor=actor,
+            deliver_learned=False,
         )
         return session_id, position, started
 
@@ -172,6 +188,7 @@ class HookIngest:
         create_in: str | None = None,
         may_hold: bool = False,
         budget_s: float | None = None,
+        deliver_learned: bool = True,
     ) -> Ingested:
         """Apply the session rule, decide, record durably, return the decision.
 
@@ -180,6 +197,7 @@ class HookIngest:
         caller can wait for an approval (an Ingested with `pending`), at most `budget_s`
         when the runtime waits less than the approval's deadline; a caller that cannot
         is told the call is still pending (a deny a retry may turn around).
+        `deliver_learned`: False when the answer reaches no agent (no learned content).
         """
         received = self._clock()
         if create_in is None:
@@ -214,7 +232,9 @@ class HookIngest:
                     return Ingested(dispatch_id, decision, None, None, False, pending=gated)
                 gated = still_pending(decision, gated.approval)
             decision = gated
-        return self._finish(session_id, ev, dispatch_id, decision, actor, render, received, session)
+        return self._finish(
+            session_id, ev, dispatch_id, decision, actor, render, received, session, deliver_learned
+        )
 
     def still_pending(self, pending: PendingApproval) -> bool:
         """Whether the held call's approval is still undecided, as the log says now."""
@@ -256,10 +276,14 @@ class HookIngest:
         render: Render | None,
         received: datetime,
         session: Session | None,
+        deliver_learned: bool = True,
     ) -> Ingested:
         """Render the decision, record it durably, and say where."""
-        answer, note = render(ev.event, decision) if render is not None else (None, None)
-        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received)
+        delivered, carried = (
+            self._with_learned(ev, decision) if deliver_learned else (decision, None)
+        )
+        answer, note = render(ev.event, delivered) if render is not None else (None, None)
+        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received, carried)
         created = creation_event(**fields)
         try:
             position = self._append(session_id, ev, dispatch_id, decision, created, session)
@@ -270,9 +294,17 @@ class HookIngest:
             raise
         except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
             log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
-            return Ingested(dispatch_id, decision, answer, None, False)
+            return self._unrecorded(ev, dispatch_id, decision, render)
         self.known.add(session_id)
-        return Ingested(dispatch_id, decision, answer, position, True)
+        return Ingested(dispatch_id, delivered, answer, position, True)
+
+    def _unrecorded(
+        self, ev: LifecycleEvent, dispatch_id: UUID, decision: Decision, render: Render | None
+    ) -> Ingested:
+        """The answer to a decision that could not be recorded: without learned content,
+        which is only ever delivered on the record."""
+        answer = render(ev.event, decision)[0] if render is not None else None
+        return Ingested(dispatch_id, decision, answer, None, False)
 
     def start(
         self,
@@ -295,9 +327,10 @@ class HookIngest:
         received = self._clock()
         dispatch_id = dispatch_id_for(ev.event_id)
         decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
-        answer, note = render(ev.event, decision) if render is not None else (None, None)
-        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received)
-        decided = Ingested(dispatch_id, decision, answer, None, False)
+        delivered, carried = self._with_learned(ev, decision)
+        answer, note = render(ev.event, delivered) if render is not None else (None, None)
+        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received, carried)
+        decided = Ingested(dispatch_id, delivered, answer, None, False)
 
         def settle(outcome: int | BaseException) -> None:
             if isinstance(outcome, int):
@@ -306,12 +339,59 @@ class HookIngest:
                 reply(outcome)
             else:
                 log.error("hook dispatch could not be recorded: %s", outcome)
-                reply(decided)
+                reply(
+                    decided
+                    if carried is None
+                    else self._unrecorded(ev, dispatch_id, decision, render)
+                )
 
         self._dispatches.enqueue(dispatch_id, [creation_event(**fields)], settle, deliver)
         return True
 
     # --- the parts --------------------------------------------------------------------
+
+    def _with_learned(
+        self, ev: LifecycleEvent, decision: Decision
+    ) -> tuple[Decision, list[dict[str, Any]] | None]:
+        """The decision as the agent gets it: the managed handlers' context and the
+        agent's learned content within the one context cap (the learned text gets what
+        the handlers left); and the learned items it carries, None when none."""
+        if (
+            self._learned is None
+            or ev.event not in LEARNED_EVENTS
+            or decision.outcome not in _LEARNED_OUTCOMES
+        ):
+            return decision, None
+        context = decision.additional_context
+        used = len(context.encode("utf-8")) + len(CONTEXT_SEPARATOR) if context else 0
+        try:
+            composed = self._learned(agent_id_for(ev.agent), CONTEXT_CAP - used)
+        except Exception:  # noqa: BLE001 - a delivery never fails or blocks a hook
+            log.exception("learned content could not be composed")
+            return decision, None
+        if composed.text is None:
+            return decision, None
+        delivered = Decision(
+            decision.outcome,
+            decision.reason,
+            combine(context, composed.text, CONTEXT_SEPARATOR),
+            decision.replacement,
+            decision.runs,
+            decision.approved,
+        )
+        return delivered, list(composed.items)
+
+    def _redelivered(
+        self, ev: LifecycleEvent, decision: Decision, stored: HookDispatch
+    ) -> Decision:
+        """A retried event's answer: with the learned content it was first given, when
+        that is still what the agent would get now (same targets, same digests); else
+        without it, since what it carries must be what the record says."""
+        recorded = getattr(stored, "learned", None)
+        if not recorded:
+            return decision
+        delivered, carried = self._with_learned(ev, decision)
+        return delivered if carried == recorded else decision
 
     def _handlers_for(self, ev: LifecycleEvent) -> list[HookHandler]:
         return self.config.handlers_for(ev.event, match_key(ev.event, ev.tool_name, ev.subagent_id))
@@ -374,8 +454,10 @@ class HookIngest:
         note: str | None,
         actor: str,
         received: datetime,
+        learned: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """The fields of the HookDispatch that records this decision."""
+        """The fields of the HookDispatch that records this decision (its context is the
+        handlers'; the learned content it carried is recorded by reference, `learned`)."""
         return {
             "dispatch_id": dispatch_id,
             "session_id": session_id,
@@ -404,6 +486,7 @@ class HookIngest:
             if self.record_facts
             else None,
             "received_at": received,
+            "learned": learned,
         }
 
     def _append(
@@ -448,6 +531,7 @@ class HookIngest:
                 for run in stored.runs
             ),
         )
+        decision = self._redelivered(ev, decision, stored)
         answer = render(ev.event, decision)[0] if render is not None else None
         return Ingested(
             dispatch_id, decision, answer, self._dispatches.head(), True, duplicate=True

@@ -3,6 +3,7 @@ list, and each target's history (revisions, user edits, hand-backs)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from projections.base import Envelope, Projection, handles
@@ -11,6 +12,11 @@ from projections.store import Cursor, ReadStore
 
 class LearnedProjection(Projection):
     name = "learned"
+    # Told, through the batch's cursor, that the batch changed a target: the live
+    # instance's listener is this process's delivery snapshot (services/learned_context.py),
+    # which must be current before the runner reports the batch's positions processed.
+    on_change: Callable[[Cursor], None] | None = None
+    _changed = False
     tables = {
         "learned_targets": [
             "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
@@ -38,6 +44,14 @@ class LearnedProjection(Projection):
         ],
     }
 
+    def begin_batch(self, cur: Cursor) -> None:
+        self._changed = False
+
+    def end_batch(self, cur: Cursor) -> None:
+        if self._changed and self.on_change is not None:
+            self._changed = False
+            self.on_change(cur)
+
     @handles("LearnedTarget.Created")
     def created(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
@@ -52,6 +66,7 @@ class LearnedProjection(Projection):
     def revised(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
         target = e.key
+        self._changed = True
         cur.execute(
             f"SELECT kind, agent_id, key FROM {self.t['learned_targets']} WHERE id = ?", (target,)
         )
@@ -95,6 +110,7 @@ class LearnedProjection(Projection):
     @handles("LearnedTarget.UserEdited")
     def user_edited(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
+        self._changed = True
         cur.execute(
             f"UPDATE {self.t['learned_targets']} SET content = ?, content_digest = ?, "
             "evolution_managed = ?, updated_at = ? WHERE id = ?",
@@ -104,6 +120,7 @@ class LearnedProjection(Projection):
 
     @handles("LearnedTarget.HandedBack")
     def handed_back(self, cur: Cursor, e: Envelope) -> None:
+        self._changed = True
         cur.execute(
             f"UPDATE {self.t['learned_targets']} SET evolution_managed = ?, updated_at = ? "
             "WHERE id = ?",

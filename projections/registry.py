@@ -7,6 +7,7 @@ from projections.api_keys import ApiKeysProjection
 from projections.approvals import ApprovalsProjection
 from projections.autonomy import AutonomySettingsProjection
 from projections.base import Projection
+from projections.deliveries import DeliveriesProjection
 from projections.hook_audit import HookAuditProjection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import LogChainProjection
@@ -16,6 +17,7 @@ from projections.sessions import SessionsProjection
 from projections.signals import SignalsProjection
 from projections.tasks import TaskActivityProjection, TasksProjection
 from projections.timeline import TimelineProjection
+from projections.turn_signals import TurnSignalsProjection
 from projections.workspaces import WorkspacesProjection
 
 PROJECTION_TYPES: tuple[type[Projection], ...] = (
@@ -30,7 +32,9 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     SchedulesProjection,
     AutonomySettingsProjection,
     SignalsProjection,
+    TurnSignalsProjection,
     LearnedProjection,
+    DeliveriesProjection,
     ApiKeysProjection,
     SelfUpdateCyclesProjection,
     ApprovalsProjection,

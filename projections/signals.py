@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,8 @@ class SignalsProjection(Projection):
         "signals": [
             "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, "
             "trace_id TEXT NOT NULL, kind TEXT NOT NULL, goal TEXT NOT NULL, outcome TEXT, "
-            "failure TEXT, failure_class TEXT, session_id TEXT, status TEXT NOT NULL, "
+            "failure TEXT, failure_class TEXT, session_id TEXT, turn_id TEXT, "
+            "received TEXT NOT NULL, status TEXT NOT NULL, "
             "attempts INTEGER NOT NULL, next_attempt_at TEXT, claimed_by TEXT, "
             "claim_expires_at TEXT, last_error TEXT, strategy TEXT, target_id TEXT, "
             "revision_id TEXT, reason TEXT, position BIGINT NOT NULL, created_at TEXT NOT NULL, "
@@ -30,8 +32,8 @@ class SignalsProjection(Projection):
         d = e.data
         cur.execute(
             f"INSERT INTO {self.t['signals']} (id, agent_id, trace_id, kind, goal, outcome, "
-            "failure, failure_class, session_id, status, attempts, position, created_at, "
-            "updated_at) VALUES (?,?,?,?,?,?,?,?,?,'pending',0,?,?,?)",
+            "failure, failure_class, session_id, turn_id, received, status, attempts, position, "
+            "created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,'pending',0,?,?,?)",
             (
                 e.key,
                 d["agent_id"],
@@ -42,6 +44,8 @@ class SignalsProjection(Projection):
                 d["failure"],
                 d["failure_class"],
                 d["session_id"],
+                d.get("turn_id"),
+                json.dumps(sorted(d.get("received") or ())),
                 e.position,
                 e.at,
                 e.at,
@@ -134,6 +138,8 @@ def signal_row(r: dict[str, Any]) -> dict[str, Any]:
         "failure": r["failure"],
         "failureClass": r["failure_class"],
         "sessionId": r["session_id"],
+        "turnId": r["turn_id"],
+        "received": json.loads(r["received"]),
         "status": r["status"],
         "attempts": int(r["attempts"]),
         "nextAttemptAt": r["next_attempt_at"],

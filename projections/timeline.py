@@ -11,11 +11,13 @@ kept; older ones are served from the log (`timeline_from_log`).
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
 from projections import deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
+from projections.deliveries import session_deliveries
 from projections.store import Cursor, ReadStore
 
 CALL_CAP = 2000
@@ -308,11 +310,13 @@ def session_timeline(
     store: ReadStore, session_id: str, limit: int, before: int | None
 ) -> tuple[list[dict[str, Any]], int | None]:
     """The session's turns, newest first: at most `limit` starting before `before`."""
-    turns = store.query(
+    # One turn more than the page: where the oldest turn's deliveries begin.
+    found = store.query(
         "SELECT turn_key, MIN(position) AS first FROM rm_timeline WHERE session_id = ? "
         "GROUP BY turn_key HAVING MIN(position) < ? ORDER BY first DESC LIMIT ?",
-        (session_id, before if before is not None else 2**62, limit),
+        (session_id, before if before is not None else 2**62, limit + 1),
     )
+    turns = found[:limit]
     if not turns:
         return [], None
     keys = [str(t["turn_key"]) for t in turns]
@@ -324,8 +328,25 @@ def session_timeline(
     )
     built = build_turns(rows)
     ordered = [built[key] for key in keys if key in built]
+    older = int(found[limit]["first"]) if len(found) > limit else 0
+    attach_deliveries(store, session_id, ordered, older)
     next_before = int(turns[-1]["first"]) if len(turns) == limit else None
     return ordered, next_before
+
+
+def attach_deliveries(
+    store: ReadStore, session_id: str, turns: list[dict[str, Any]], older: int
+) -> None:
+    """Put on each turn (newest first) the learned items delivered to the session from
+    just after the previous turn began up to its own start: at its prompt, and at a
+    SessionStart before it. `older` is where the turn before the oldest one began (0:
+    none). Read from the deliveries read model, which keeps every delivery."""
+    if not turns:
+        return
+    starts = [int(turn["position"]) for turn in reversed(turns)]
+    oldest_first = list(reversed(turns))
+    for item in session_deliveries(store, session_id, low=older, high=starts[-1]):
+        oldest_first[bisect_left(starts, item["position"])]["learned"].append(item)
 
 
 def timeline_from_log(
@@ -374,6 +395,9 @@ def build_turns(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "subagents": [],
                 "stop": None,
                 "failure": None,
+                # What the turn was given of the agent's learned content (see
+                # `attach_deliveries`).
+                "learned": [],
             }
         kind = row["kind"]
         if kind == "prompt":

@@ -15,7 +15,13 @@ class WorkspacesProjection(Projection):
             "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, aggregate_id TEXT UNIQUE, "
             "path TEXT NOT NULL, self_update BOOLEAN NOT NULL, position BIGINT NOT NULL, "
             "created_at TEXT NOT NULL, updated_at TEXT NOT NULL)"
-        ]
+        ],
+        # Options added after the first release live beside the row, so a table that
+        # release created needs no new column; a workspace without a row has defaults.
+        "workspace_options": [
+            "CREATE TABLE IF NOT EXISTS {t} (aggregate_id TEXT PRIMARY KEY, "
+            "learned_in_self_update BOOLEAN NOT NULL)"
+        ],
     }
 
     @handles("Workspace.Created")
@@ -42,12 +48,33 @@ class WorkspacesProjection(Projection):
             (bool(e.data["self_update"]), e.at, e.key),
         )
 
+    @handles("Workspace.LearnedInSelfUpdateChanged")
+    def learned_in_self_update_changed(self, cur: Cursor, e: Envelope) -> None:
+        enabled = bool(e.data["learned_in_self_update"])
+        cur.execute(f"DELETE FROM {self.t['workspace_options']} WHERE aggregate_id = ?", (e.key,))
+        cur.execute(
+            f"INSERT INTO {self.t['workspace_options']} (aggregate_id, learned_in_self_update) "
+            "VALUES (?, ?)",
+            (e.key, enabled),
+        )
+        cur.execute(
+            f"UPDATE {self.t['workspaces']} SET updated_at = ? WHERE aggregate_id = ?",
+            (e.at, e.key),
+        )
+
+
+_SELECT = (
+    "SELECT w.*, COALESCE(o.learned_in_self_update, FALSE) AS learned_in_self_update "
+    "FROM rm_workspaces w LEFT JOIN rm_workspace_options o ON o.aggregate_id = w.aggregate_id"
+)
+
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": r["id"],
         "path": r["path"],
         "selfUpdate": bool(r["self_update"]),
+        "learnedInSelfUpdate": bool(r["learned_in_self_update"]),
         "createdAt": r["created_at"],
         "updatedAt": r["updated_at"],
     }
@@ -55,11 +82,11 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 
 def list_workspaces(store: ReadStore, limit: int) -> list[dict[str, Any]]:
     """Workspaces, newest first."""
-    rows = store.query("SELECT * FROM rm_workspaces ORDER BY position DESC LIMIT ?", (limit,))
+    rows = store.query(f"{_SELECT} ORDER BY w.position DESC LIMIT ?", (limit,))
     return [_row(r) for r in rows]
 
 
 def get_workspace(store: ReadStore, slug: str) -> dict[str, Any] | None:
     """One workspace row, or None."""
-    row = store.query_one("SELECT * FROM rm_workspaces WHERE id = ?", (slug,))
+    row = store.query_one(f"{_SELECT} WHERE w.id = ?", (slug,))
     return _row(row) if row else None

@@ -1,4 +1,5 @@
-"""Autonomy jobs: the signal (reflection) worker, idle self-update cycles, reconcile.
+"""Autonomy jobs: the signal worker (deriving, then reflecting), idle self-update cycles,
+reconcile.
 
 Jobs stay thin: the read models say where to look; the domain services re-check every
 rule on aggregates and make each decision exclusive through optimistic concurrency.
@@ -16,6 +17,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from domain.application import Tachograph
 from domain.autonomy_service import AutonomyService
+from domain.errors import RuleViolation
 from domain.reflection import Reflector
 from domain.self_update_service import ReconcileResult, SelfUpdatePlan, SelfUpdateService
 from domain.signal_service import SignalService
@@ -28,6 +30,7 @@ from projections.runner import ProjectionRunner
 from projections.self_update import busy, reconcile_workspaces, self_update_candidates
 from projections.signals import due_signal_ids
 from projections.store import ReadStore
+from projections.turn_signals import pending_candidates
 from scheduler.runtime import Job
 from scheduler.tasks import TaskRuntime
 
@@ -35,6 +38,8 @@ log = logging.getLogger(__name__)
 
 # How long a job waits for the read models to hold the whole log before looking.
 SETTLE_S = 2.0
+# Finished turns made signals per worker run; the rest wait for the next run.
+DERIVE_BATCH = 500
 
 
 class AutonomyRuntime:
@@ -73,6 +78,8 @@ class AutonomyRuntime:
         plan = SelfUpdatePlan(cron=settings.self_update_cron)
         tasks.schedules.fire_times(plan.cron)  # refuse to start with a cron that never fires
         self.self_update = SelfUpdateService(app, tasks.service, tasks.schedules, plan, clock=clock)
+        # Candidates up to here are signals already (or were refused): not looked at again.
+        self.derived_up_to = 0
 
     def jobs(self) -> list[Job]:
         """Thin scheduled entry points."""
@@ -91,9 +98,36 @@ class AutonomyRuntime:
         """Let the read models reach the log head (bounded) so the job looks at fresh rows."""
         self.runner.wait_for(self.app.recorder.max_notification_id() or 0, SETTLE_S)
 
+    def derive(self) -> int:
+        """Record a signal for each turn that finished while evolution was on; returns how
+        many are new (another replica may have recorded the others: the same signals)."""
+        made = 0
+        for row in pending_candidates(self.store, self.derived_up_to, DERIVE_BATCH):
+            try:
+                _, created = self.signals.record(
+                    row["agent_id"],
+                    row["trace_id"],
+                    row["kind"],
+                    row["goal"],
+                    row["outcome"],
+                    row["failure"],
+                    row["failure_class"],
+                    UUID(row["session_id"]) if row["session_id"] else None,
+                    "system",
+                    turn_id=row["turn_id"],
+                    received=row["received"],
+                )
+                made += created
+            except RuleViolation as exc:  # a candidate no signal can hold: never retried
+                log.warning("turn not made a signal: %s", exc, extra={"trace_id": row["trace_id"]})
+            self.derived_up_to = int(row["position"])
+        return made
+
     def reflect(self) -> dict[str, int]:
-        """Claim a batch of due signals, then reflect on each claimed one."""
+        """Make signals of finished turns, claim a batch of due ones, reflect on each."""
         self.settle()
+        if self.derive():
+            self.settle()  # the new signals are due now
         now = self.signals.clock()
         claims = [
             claim

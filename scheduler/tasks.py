@@ -29,12 +29,11 @@ from domain.task import Task
 from domain.task_policy import (
     CANCELLING,
     RUNNING,
-    SOURCE_SELF_UPDATE,
     classify_failure,
     iso_utc,
     truncate_utf8,
 )
-from domain.task_service import Claim, TaskService, utcnow
+from domain.task_service import Claim, LearnedSource, TaskService, utcnow
 from domain.transcript import Transcript
 from infra.agent_stream import AgentStream, Record
 from infra.event_store import schema_lock
@@ -301,10 +300,7 @@ class TaskExecutor:
 
     def contained(self, task: Task) -> bool:
         """Self-update work, and the remediation of it, never runs in the checkout."""
-        if task.source == SOURCE_SELF_UPDATE:
-            return True
-        parent = self.service.find(UUID(task.parent_task_id)) if task.parent_task_id else None
-        return parent is not None and parent.source == SOURCE_SELF_UPDATE
+        return self.service.self_update_work(task)
 
     def issue_token(self, claim: Claim, binding: Binding | None = None) -> str | None:
         if self.tokens is None:
@@ -494,13 +490,15 @@ class TaskRuntime:
         *,
         clock: Callable[[], datetime] = utcnow,
         tokens: AttemptTokens | None = None,
+        learned: LearnedSource | None = None,
     ) -> None:
         self.settings = settings
         self.tokens = tokens
         self.app = app
         self.store = store
         self.hooks = hooks
-        self.service = TaskService(app, clock=clock)
+        # Every attempt's prompt starts with the `tasks` agent's learned content (SPEC §8).
+        self.service = TaskService(app, clock=clock, learned=learned)
         self.schedules = ScheduleService(app, cron_fire_times(settings.timezone), clock=clock)
         self.registry = WorkerRegistry(store)
         self.executor: TaskExecutor | None = None
@@ -641,9 +639,10 @@ def build_task_runtime(
     store: ReadStore,
     hooks: TaskHooks | None,
     tokens: AttemptTokens | None = None,
+    learned: LearnedSource | None = None,
 ) -> TaskRuntime:
     """Create the runtime and its worker table (under the schema lock, like every DDL)."""
-    runtime = TaskRuntime(settings, app, store, hooks, tokens=tokens)
+    runtime = TaskRuntime(settings, app, store, hooks, tokens=tokens, learned=learned)
     with schema_lock(settings):
         runtime.registry.ensure_schema()
     return runtime

@@ -9,7 +9,7 @@ from typing import Any
 from domain.application import Tachograph
 from infra.log_reader import iter_events
 from projections.runner import decode
-from projections.timeline import session_timeline, timeline_from_log
+from projections.timeline import attach_deliveries, session_timeline, timeline_from_log
 
 
 def _dispatches(app: Tachograph) -> Iterator[tuple[int, str, dict[str, Any]]]:
@@ -32,10 +32,10 @@ def timeline_page(
     if not from_log:
         return session_timeline(store, session_id, limit, before)
     # Every HookDispatch.Created of the log is read: slow on a big log, so only on request.
-    turns = [
-        turn
-        for turn in timeline_from_log(_dispatches(app), session_id)
-        if before is None or turn["position"] < before
-    ]
+    everything = timeline_from_log(_dispatches(app), session_id)
+    # Deliveries come from their read model, which keeps all of them (also a task
+    # attempt's, which no dispatch records).
+    attach_deliveries(store, session_id, everything, 0)
+    turns = [turn for turn in everything if before is None or turn["position"] < before]
     page = turns[:limit]
     return page, (page[-1]["position"] if len(turns) > limit else None)

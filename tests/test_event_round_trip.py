@@ -70,6 +70,8 @@ def workspace_lifecycle() -> Iterator[Aggregate]:
     yield workspace
     workspace.set_self_update(True, ACTOR)
     yield workspace
+    workspace.set_learned_in_self_update(True, ACTOR)
+    yield workspace
 
 
 def session_lifecycle() -> Iterator[Aggregate]:
@@ -562,9 +564,9 @@ def test_a_version_1_dispatch_reads_as_the_current_version_everywhere(settings: 
         (created,) = dispatch.collect_events()
         stored = app.mapper.to_stored_event(created)
         state = app.mapper.transcoder.decode(stored.state)
-        assert state.pop("class_version") == 3
+        assert state.pop("class_version") == 4
         state["runs"] = [V1_RUN]  # the first release's shape
-        del state["facts"], state["received_at"]
+        del state["facts"], state["received_at"], state["learned"]
         v1 = StoredEvent(
             originator_id=stored.originator_id,
             originator_version=stored.originator_version,
@@ -576,7 +578,7 @@ def test_a_version_1_dispatch_reads_as_the_current_version_everywhere(settings: 
         expected = {**V1_RUN, "handler_id": "guard", "duration_ms": 4}
         del expected["handlerId"], expected["durationMs"]
         assert reloaded.runs == [expected]
-        assert reloaded.facts is None
+        assert reloaded.facts is None and reloaded.learned is None
         (notification,) = [n for n in read_log(app, 1) if n.originator_id == dispatch.id]
         assert notification.state == v1.state  # the log's bytes are what was written
         envelope = decode(app, notification)

@@ -34,6 +34,16 @@ FIELDS: dict[str, Any] = {
     "actor": "test",
     "facts": {"input_summary": "ls", "input": {"command": "ls"}},
     "received_at": datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+    "learned": [
+        {
+            "target_id": "t",
+            "kind": "overlay",
+            "agent_id": "claude-code",
+            "key": "lesson.tests",
+            "revision_id": None,
+            "content_digest": "sha256:" + "0" * 64,
+        }
+    ],
 }
 
 

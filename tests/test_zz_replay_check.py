@@ -1,7 +1,8 @@
-"""CI check, collected last: after an end-to-end workload, replaying every projection from
-position 0 must equal the live read models, and the log's hash chain must verify.
+"""CI check: after an end-to-end workload, replaying every projection from position 0 must
+equal the live read models, and the log's hash chain must verify.
 
-`.ci/run` runs `scripts/test`, which runs this module after every other test file; a
+`.ci/run` runs `scripts/test`, which runs this module with the others (it builds its own
+workload in a store of its own, so its place in the run does not matter); a
 projection whose handlers depend on anything but the log (clock, lookups, order of
 arrival) shows up here as drift, named by projection, table and key. Extend
 `tests.audit_support.mixed_workload` when a feature adds routes that write events.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -12,6 +13,7 @@ from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.routes.autonomy_settings import autonomy_of
 from bootstrap import Services
 from domain.errors import NotFound
+from projections.deliveries import delivery_totals, revision_deliveries
 from projections.learned import (
     get_revision,
     get_target,
@@ -20,14 +22,39 @@ from projections.learned import (
     revision_target_id,
 )
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/autonomy", tags=["autonomy"])
+MAX_POSITION = 2**62
 
 
 def read_revision(services: Services, revision_id: UUID) -> dict[str, Any]:
+    """One revision with its deliveries' totals; a compensation also says which
+    deliveries it supersedes (those of the revision it reverted)."""
     row = get_revision(services.store, str(revision_id))
     if row is None:
         raise NotFound(f"Revision {revision_id} does not exist.")
+    row["deliveries"] = delivery_totals(services.store, row["id"])
+    reverted = row["revertsRevisionId"]
+    row["supersedes"] = (
+        None
+        if reverted is None
+        else {"revisionId": reverted, "deliveries": delivery_totals(services.store, reverted)}
+    )
     return row
+
+
+def _delivered_again(services: Services) -> None:
+    """This process's next deliveries reflect a change this request just waited for.
+
+    The runner refreshes the snapshot when it applies the change; when another
+    process's runner applied it first, this one only saw it go by, so read it here.
+    """
+    if services.learned is None:
+        return
+    try:
+        services.learned.refresh()
+    except Exception:  # noqa: BLE001 - the change is recorded; the follower catches up
+        log.exception("learned content could not be refreshed")
 
 
 def read_target(services: Services, kind: str, agent_id: str, key: str) -> dict[str, Any]:
@@ -69,6 +96,21 @@ def revision(revision_id: UUID, services: ServicesDep, _: Consistent) -> dict[st
     return read_revision(services, revision_id)
 
 
+@router.get("/revisions/{revision_id}/deliveries")
+def deliveries(
+    revision_id: UUID,
+    services: ServicesDep,
+    _: Consistent,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
+) -> dict[str, Any]:
+    """The sessions and task attempts that received this revision, newest first (by
+    log position; `before` is the position of the last item of the previous page), with
+    their total `count` and `latestAt`."""
+    read_revision(services, revision_id)
+    return revision_deliveries(services.store, str(revision_id), limit=limit, before=before)
+
+
 @router.post("/revisions/{revision_id}/revert")
 def revert_revision(
     revision_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
@@ -80,6 +122,7 @@ def revert_revision(
     target_id = _target_of(services, revision_id)
     recorded, compensation = autonomy_of(services).autonomy.revert(target_id, revision_id, actor)
     committed(services, response, recorded.position)
+    _delivered_again(services)
     return read_revision(services, compensation)
 
 
@@ -116,6 +159,7 @@ def edit_target(
     """A user edit: sets the content; the target becomes user-owned (evolution keeps off)."""
     recorded = autonomy_of(services).autonomy.edit_target(kind, agent_id, key, body.content, actor)
     committed(services, response, recorded.position)
+    _delivered_again(services)
     return read_target(services, kind, agent_id, key)
 
 
@@ -131,4 +175,5 @@ def hand_back_target(
     """Return a user-owned target to evolution; its content stays as the person left it."""
     recorded = autonomy_of(services).autonomy.hand_back_target(kind, agent_id, key, actor)
     committed(services, response, recorded.position)
+    _delivered_again(services)
     return read_target(services, kind, agent_id, key)

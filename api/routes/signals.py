@@ -48,6 +48,7 @@ def record_signal(
         body.failureClass,
         session_id,
         actor,
+        turn_id=body.turnId,
     )
     position = recorded.position
     if not created:

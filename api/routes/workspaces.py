@@ -57,9 +57,14 @@ def workspace(slug: Slug, services: ServicesDep, _: Consistent) -> dict[str, Any
 def update_workspace(
     slug: Slug, body: WorkspaceUpdate, services: ServicesDep, actor: ActorDep, response: Response
 ) -> dict[str, Any]:
-    """Turn self-update cycles on or off."""
-    recorded = services.app.set_workspace_self_update(slug, body.selfUpdate, actor)
-    committed(services, response, recorded.position)
+    """Turn self-update cycles, or learned content in self-update prompts, on or off."""
+    # Both options change in one save: a PATCH naming both is applied whole or not at all.
+    workspace = services.app.get_workspace(slug)
+    if body.selfUpdate is not None:
+        workspace.set_self_update(body.selfUpdate, actor)
+    if body.learnedInSelfUpdate is not None:
+        workspace.set_learned_in_self_update(body.learnedInSelfUpdate, actor)
+    committed(services, response, services.app.record(workspace))
     return _read(services, slug)
 
 

@@ -35,7 +35,7 @@ function h(tag, attrs, ...children) {
     else if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
     else el.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : String(child));
   }
@@ -513,11 +513,24 @@ async function guarded(errorEl, fn) {
   }
 }
 
+function safeDecode(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
   const [name, arg] = parts;
   if (name === "tasks" && arg) return { view: "task", arg };
-  if (name === "sessions" && arg) return { view: "session", arg };
+  if (name === "sessions" && arg) {
+    // `#sessions/{id}/turns/{turnKey}` opens the session at one turn (a signal's, a delivery's).
+    const turn = parts[2] === "turns" && parts[3] ? safeDecode(parts[3]) : null;
+    return { view: "session", arg, turn };
+  }
+  if (name === "revisions" && arg) return { view: "revision", arg };
   if (name === "stream" && arg) return { view: "stream", arg };
   if (name && name.startsWith("activity")) return { view: "activity", arg: location.hash.split("?")[1] || "" };
   if (["tasks", "sessions", "approvals", "autonomy", "audit"].includes(name)) return { view: name };
@@ -533,7 +546,7 @@ function route(moved = false) {
   for (const section of document.querySelectorAll("main > .view")) {
     section.hidden = section.id !== `view-${next.view}`;
   }
-  const navName = { task: "tasks", session: "sessions", stream: null }[next.view] ?? next.view;
+  const navName = { task: "tasks", session: "sessions", revision: "autonomy", stream: null }[next.view] ?? next.view;
   for (const link of document.querySelectorAll("[data-nav]")) {
     setAttr(link, "aria-current", link.dataset.nav === navName ? "page" : null);
   }
@@ -544,7 +557,7 @@ function route(moved = false) {
     window.scrollTo(0, 0);
   }
   document.title = `${$("h2", section).textContent} · Tachograph`;
-  views[next.view](next.arg);
+  views[next.view](next.arg, next);
 }
 
 async function loadWorkspaces() {
@@ -1375,7 +1388,7 @@ function rerun() {
 
 // ---------------------------------------------------------------- one session: hook timeline
 
-const sessionView = { id: null, openTurns: new Map(), openCalls: new Map() };
+const sessionView = { id: null, openTurns: new Map(), openCalls: new Map(), focusTurn: null };
 
 async function loadSession(id) {
   const [session, hooks] = await Promise.all([
@@ -1388,6 +1401,65 @@ async function loadSession(id) {
   const calls = await api(`/api/sessions/${encodeURIComponent(id)}/timeline?limit=50`);
   if (sessionView.id !== id) return;
   renderCalls(calls.items || []);
+  showFocusedTurn();
+}
+
+/** A link to one turn of a session (the session view opens it and scrolls to it). */
+function turnHref(sessionId, turnKey) {
+  return turnKey
+    ? `#sessions/${sessionId}/turns/${encodeURIComponent(turnKey)}`
+    : `#sessions/${sessionId}`;
+}
+
+/** Once per navigation to `#sessions/{id}/turns/{key}`: open that turn and bring it into view. */
+function showFocusedTurn() {
+  const key = sessionView.focusTurn;
+  if (!key) return;
+  sessionView.focusTurn = null;
+  const turn = $(`#calls details.turn[data-turn="${CSS.escape(key)}"]`);
+  if (!turn) {
+    $("#calls").prepend(
+      h("p", { class: "muted", role: "status" }, `Turn ${key} is not among the newest turns shown.`),
+    );
+    return;
+  }
+  for (const other of document.querySelectorAll("#calls details.turn.focused")) other.classList.remove("focused");
+  turn.open = true;
+  sessionView.openCalls.set(key, true);
+  turn.classList.add("focused");
+  turn.scrollIntoView({ block: "start" });
+  $("summary", turn).focus({ preventScroll: true });
+}
+
+/** What a turn was given of its agent's learned content: one line per target carried. */
+function deliveredToTurn(items) {
+  if (!items || !items.length) return null;
+  return h(
+    "div",
+    { class: "delivered" },
+    h("p", null, h("strong", null, "Learned content delivered"), h("span", { class: "muted" }, " (at the prompt or the session start)")),
+    h(
+      "ul",
+      null,
+      items.map((item) =>
+        h(
+          "li",
+          { "data-delivered-target": item.targetId },
+          h("span", { class: "badge" }, item.kind),
+          " ",
+          h("code", null, item.key),
+          " · ",
+          item.revisionId
+            ? revisionLink(item.revisionId)
+            : h("span", { class: "muted" }, "a person's edit"),
+          " ",
+          h("span", { class: "muted digest" }, shortDigest(item.contentDigest)),
+          " ",
+          timeEl(item.at),
+        ),
+      ),
+    ),
+  );
 }
 
 /** The session's title, status and fields: from its GET, or a row the live stream sent. */
@@ -1458,6 +1530,9 @@ function renderCalls(turns) {
       ` · ${plural(turn.toolCalls, "tool call")} `,
       turn.denials ? h("span", { class: "badge s-deny" }, plural(turn.denials, "denial")) : null,
       turn.failure ? h("span", { class: "badge s-failed" }, "failed") : null,
+      turn.learned && turn.learned.length
+        ? h("span", { class: "badge s-learned" }, `${turn.learned.length} learned`)
+        : null,
     );
     const calls = h("ol", { class: "calls" }, turn.calls.map(callRow));
     const agents = turn.subagents.map((agent) =>
@@ -1476,7 +1551,15 @@ function renderCalls(turns) {
       turn.failure ? h("p", { class: "error" }, `Failed: ${turn.failure.error || "unknown"}`) : null,
     ];
     const open = sessionView.openCalls.get(key) ?? index === 0;
-    const details = h("details", { class: "turn", open, "data-turn": key }, summary, calls, ...agents, ...ending);
+    const details = h(
+      "details",
+      { class: "turn", open, "data-turn": key },
+      summary,
+      deliveredToTurn(turn.learned),
+      calls,
+      ...agents,
+      ...ending,
+    );
     details.addEventListener("toggle", () => sessionView.openCalls.set(key, details.open));
     return details;
   });
@@ -1584,12 +1667,13 @@ function renderTimeline(turns) {
   $("#timeline").replaceChildren(...items);
 }
 
-views.session = (id) => {
+views.session = (id, where) => {
   if (sessionView.id !== id) {
     sessionView.openTurns = new Map();
     sessionView.openCalls = new Map();
   }
   sessionView.id = id;
+  sessionView.focusTurn = (where && where.turn) || null;
   guarded($("#session-error"), () => loadSession(id));
 };
 
@@ -1708,7 +1792,61 @@ function wireSettings() {
   }
 }
 
-const autonomyView = { signals: null, revisions: null };
+const autonomyView = { signals: null, revisions: null, pipeline: null };
+
+// How each part of a pipeline step reads, for one and for many.
+const PIPELINE_WORDS = {
+  outcome: ["outcome", "outcomes"],
+  failure: ["failure", "failures"],
+  none: ["nothing to learn", "nothing to learn"],
+  overlay: ["overlay lesson", "overlay lessons"],
+  skill: ["skill", "skills"],
+  fact: ["fact", "facts"],
+  sessions: ["session", "sessions"],
+  taskAttempts: ["task attempt", "task attempts"],
+  items: ["item carried", "items carried"],
+};
+
+/** One step of the pipeline: a headline count, its non-zero parts, and when it last happened. */
+function pipelineStep(name, label, count, parts, latestAt) {
+  return h(
+    "li",
+    { class: "pipeline-step", "data-step": name },
+    h("span", { class: "step-label" }, label),
+    h("span", { class: "step-count" }, String(count)),
+    h(
+      "ul",
+      { class: "step-parts" },
+      parts
+        .filter(([, n]) => n)
+        .map(([what, n]) => {
+          const [one, many] = PIPELINE_WORDS[what] || [what, what];
+          return h("li", { "data-part": what }, `${n} ${n === 1 ? one : many}`);
+        }),
+    ),
+    h("span", { class: "muted step-latest" }, latestAt ? ["latest ", timeEl(latestAt)] : "none yet"),
+  );
+}
+
+async function loadPipeline() {
+  const p = await api("/api/autonomy/pipeline");
+  const signature = JSON.stringify(p);
+  if (signature === autonomyView.pipeline) return;
+  autonomyView.pipeline = signature;
+  const { signals, decisions, revisions, deliveries, reverts } = p;
+  const entries = (counts) => Object.entries(counts);
+  $("#pipeline-steps").replaceChildren(
+    pipelineStep("signals", "Signals in", signals.total,
+      [...entries(signals.byKind), ...entries(signals.byStatus)], signals.latestAt),
+    pipelineStep("decisions", "Decisions made", decisions.total, entries(decisions.byStrategy), decisions.latestAt),
+    pipelineStep("revisions", "Lessons learned", revisions.learned, [], revisions.latestAt),
+    pipelineStep("deliveries", "Deliveries made", deliveries.count,
+      [["sessions", deliveries.sessions], ["taskAttempts", deliveries.taskAttempts], ["items", deliveries.items]],
+      deliveries.latestAt),
+    pipelineStep("reverts", "Reverts", reverts.count, [], reverts.latestAt),
+  );
+  setText($("#pipeline-updated"), `Read ${fmtTime(new Date().toISOString())}`);
+}
 
 /** Swap a list's rows; a focused action button inside gets focus back on its replacement. */
 function replaceKeepingFocus(container, nodes) {
@@ -1875,7 +2013,8 @@ function revisionItem(r, target) {
       { class: "record-head" },
       timeEl(r.at),
       " ",
-      h("code", null, shortId(r.id)),
+      h("a", { href: `#revisions/${r.id}`, "aria-label": `Revision ${shortId(r.id)}: content, source and deliveries` },
+        h("code", null, shortId(r.id))),
       " ",
       notes,
       " ",
@@ -1930,9 +2069,231 @@ views.autonomy = () => {
   // Command refusals stay in their own alerts; polling failures go to the view's alert.
   autonomyView.signals = null;
   autonomyView.revisions = null;
+  autonomyView.pipeline = null;
   guarded($("#autonomy-error"), loadSettings);
+  every(AUTONOMY_INTERVAL_MS, loadPipeline, $("#autonomy-error"));
   every(AUTONOMY_INTERVAL_MS, loadSignals, $("#autonomy-error"));
   every(AUTONOMY_INTERVAL_MS, loadRevisions, $("#autonomy-error"));
+};
+
+// ---------------------------------------------------------------- one revision
+
+const DELIVERIES_PAGE = 50;
+const revisionView = { id: null, revision: null, signature: null, before: null };
+
+function deliveriesText(n) {
+  return n === 1 ? "1 delivery" : `${n} deliveries`;
+}
+
+function revisionLink(id) {
+  return h("a", { href: `#revisions/${id}`, "aria-label": `Revision ${shortId(id)}` }, h("code", null, shortId(id)));
+}
+
+/** The turn of a signal in its session's timeline: its turn id, else `@<position of its prompt>`
+ * (a hook-derived trace id without a turn id is `<sessionId>:<that position>`). */
+function signalTurnKey(signal) {
+  if (signal.turnId) return signal.turnId;
+  const prefix = `${signal.sessionId}:`;
+  const trace = String(signal.traceId || "");
+  if (signal.sessionId && trace.startsWith(prefix) && /^\d+$/.test(trace.slice(prefix.length))) {
+    return `@${trace.slice(prefix.length)}`;
+  }
+  return null;
+}
+
+async function loadRevision(id) {
+  const path = `/api/autonomy/revisions/${encodeURIComponent(id)}`;
+  const revision = await api(path);
+  const targetPath = `/api/autonomy/targets/${revision.targetKind}/${encodeURIComponent(revision.agentId)}/${revision.key}`;
+  const [target, signal, deliveries] = await Promise.all([
+    api(targetPath),
+    revision.signalId ? api(`/api/autonomy/signals/${revision.signalId}`) : null,
+    api(`${path}/deliveries?limit=${DELIVERIES_PAGE}`),
+  ]);
+  if (revisionView.id !== id) return;
+  const signature = JSON.stringify([revision, target, signal, deliveries]);
+  if (signature === revisionView.signature) return;
+  revisionView.signature = signature;
+  renderRevision(revision, target, signal);
+  renderDeliveries(revision, deliveries, false);
+}
+
+function revisionState(r, target) {
+  if (r.revertedByRevisionId) return "reverted";
+  if (r.revertsRevisionId) return "compensation";
+  return target && target.latestRevisionId === r.id ? "latest" : "superseded";
+}
+
+function renderRevision(r, target, signal) {
+  revisionView.revision = r;
+  const title = `Revision ${shortId(r.id)}`;
+  setText($("#revision-title"), title);
+  document.title = `${title} · Tachograph`;
+  setBadge($("#revision-state"), revisionState(r, target));
+  const superseded = r.supersedes;
+  fields($("#revision-fields"), [
+    ["ID", h("code", null, r.id)],
+    ["Target", [h("span", { class: "badge" }, r.targetKind), " ", r.agentId, " · ", h("code", null, r.key)]],
+    ["Recorded", timeEl(r.at)],
+    ["By", r.actor],
+    ["Digest", h("span", { class: "digest" }, `${shortDigest(r.previousContentDigest) || "∅"} → ${shortDigest(r.contentDigest) || "∅"}`)],
+    ["Target now", target ? (target.evolutionManaged ? "evolution-managed" : h("span", { class: "badge s-user" }, "user-owned")) : null],
+    [
+      "Latest of the target",
+      target && target.latestRevisionId && ![r.id, r.revertedByRevisionId].includes(target.latestRevisionId)
+        ? revisionLink(target.latestRevisionId)
+        : undefined,
+    ],
+    ["Compensates", r.revertsRevisionId ? revisionLink(r.revertsRevisionId) : undefined],
+    ["Reverted by", r.revertedByRevisionId ? revisionLink(r.revertedByRevisionId) : undefined],
+    [
+      "Supersedes",
+      superseded
+        ? [
+            `${deliveriesText(superseded.deliveries.count)} of `,
+            revisionLink(superseded.revisionId),
+            superseded.deliveries.latestAt ? [", the latest ", timeEl(superseded.deliveries.latestAt)] : "",
+          ]
+        : undefined,
+    ],
+    ["Events", target ? streamLink(target.id, "Target events") : null],
+  ]);
+  const content = $("#revision-content");
+  setText(content, r.content === null || r.content === undefined || r.content === "" ? "(no content)" : json(r.content));
+  content.classList.toggle("muted", !r.content);
+  renderSourceSignal(r, signal);
+  setEnabled($("#revision-revert"), true);
+}
+
+function renderSourceSignal(r, signal) {
+  const dl = $("#revision-signal");
+  if (!signal) {
+    const why = r.revertsRevisionId
+      ? `None: a compensation, made by ${r.actor || "an operator"}.`
+      : "None recorded.";
+    dl.replaceChildren(h("dt", null, "Signal"), h("dd", { class: "muted" }, why));
+    return;
+  }
+  const turnKey = signalTurnKey(signal);
+  const evidence = signal.kind === "failure"
+    ? [signal.failureClass, signal.failure].filter(Boolean).join(": ")
+    : signal.outcome;
+  fields(dl, [
+    ["Signal", [h("code", null, shortId(signal.id)), " ", streamLink(signal.id)]],
+    ["Kind", signal.kind],
+    ["Status", [badge(signal.status), signal.strategy ? ` decision: ${signal.strategy}` : ""]],
+    ["Received", timeEl(signal.createdAt)],
+    ["Agent", signal.agentId],
+    ["Trace", h("code", null, signal.traceId)],
+    [
+      "Session",
+      signal.sessionId
+        ? h("a", { href: `#sessions/${signal.sessionId}`, "data-link": "signal-session" }, `Session ${shortId(signal.sessionId)}`)
+        : null,
+    ],
+    [
+      "Turn",
+      signal.sessionId && turnKey
+        ? h("a", { href: turnHref(signal.sessionId, turnKey), "data-link": "signal-turn" }, `Turn ${turnKey}`)
+        : null,
+    ],
+    ["Goal", h("span", { class: "pre-line" }, signal.goal)],
+    [signal.kind === "failure" ? "Failure" : "Outcome", evidence ? h("span", { class: "pre-line" }, evidence) : null],
+  ]);
+}
+
+function deliveryRow(revision, d) {
+  const to = d.sessionId
+    ? h("a", { href: `#sessions/${d.sessionId}`, "data-link": "delivery-session" }, `Session ${shortId(d.sessionId)}`)
+    : d.taskId
+      ? h("a", { href: `#tasks/${d.taskId}`, "data-link": "delivery-task" }, `Task ${shortId(d.taskId)}`)
+      : h("span", { class: "muted" }, "—");
+  const where = d.sessionId
+    ? d.turnId
+      ? h("a", { href: turnHref(d.sessionId, d.turnId), "data-link": "delivery-turn" }, `Turn ${d.turnId}`)
+      : h("span", { class: "muted" }, "session start or a turn without an id")
+    : d.attempt !== null && d.attempt !== undefined
+      ? `attempt ${d.attempt}`
+      : "";
+  const whole = d.contentDigest === revision.contentDigest;
+  return h(
+    "tr",
+    { "data-delivery": d.dispatchId || `${d.taskId}:${d.attempt}`, "data-position": d.position },
+    h("td", { class: "when" }, timeEl(d.at)),
+    h("td", null, to),
+    h("td", null, where),
+    h(
+      "td",
+      { class: "nowrap" },
+      h("span", { class: "digest" }, shortDigest(d.contentDigest)),
+      whole ? "" : h("span", { class: "muted" }, " (its newest part)"),
+    ),
+  );
+}
+
+function renderDeliveries(revision, page, append) {
+  const body = $("#revision-deliveries");
+  const rows = page.items.map((d) => deliveryRow(revision, d));
+  if (append) body.append(...rows);
+  else body.replaceChildren(...rows);
+  const latest = page.latestAt ? `, the latest ${fmtTime(page.latestAt)}` : "";
+  setText($("#revision-deliveries-summary"), page.count ? `${deliveriesText(page.count)}${latest}` : "none");
+  $("#revision-deliveries-empty").hidden = body.children.length > 0;
+  const last = page.items[page.items.length - 1];
+  revisionView.before = page.items.length === DELIVERIES_PAGE && last ? last.position : null;
+  $("#revision-deliveries-more").hidden = revisionView.before === null;
+}
+
+async function olderDeliveries() {
+  const id = revisionView.id;
+  const before = revisionView.before;
+  if (!id || before === null) return;
+  const page = await api(`/api/autonomy/revisions/${id}/deliveries?limit=${DELIVERIES_PAGE}&before=${before}`);
+  if (revisionView.id === id) renderDeliveries(revisionView.revision, page, true);
+}
+
+function wireRevision() {
+  $("#revision-actions").addEventListener("submit", (event) => event.preventDefault());
+  $("#revision-revert").addEventListener("click", async () => {
+    const button = $("#revision-revert");
+    const id = revisionView.id;
+    await command(button, {
+      title: "Revert this revision?",
+      body: `A compensating revision restores the content before ${shortId(id)}; the agent's next delivery no longer carries it. Nothing is deleted.`,
+      label: "Revert revision",
+      run: () => api(`/api/autonomy/revisions/${id}/revert`, { method: "POST" }),
+      errorEl: $("#revision-action-error"),
+      doneEl: $("#revision-action-done"),
+      done: (r) => `Revision ${shortId(id)} reverted${r && r.id ? ` by ${shortId(r.id)}` : ""}.`,
+    });
+    // Refused or not, the revision may have changed (another operator's revert): read it again.
+    if (revisionView.id === id) {
+      revisionView.signature = null;
+      await reload(() => loadRevision(id), $("#revision-error"), "#revision-revert");
+    }
+  });
+  $("#revision-refresh").addEventListener("click", () => {
+    revisionView.signature = null;
+    guarded($("#revision-error"), () => loadRevision(revisionView.id));
+  });
+  $("#revision-deliveries-more").addEventListener("click", () => guarded($("#revision-error"), olderDeliveries));
+}
+
+views.revision = (id) => {
+  if (revisionView.id !== id) {
+    // Another revision: nothing of the one shown before may be mistaken for it.
+    showMessage($("#revision-action-error"), "");
+    setText($("#revision-action-done"), "");
+    setBadge($("#revision-state"), "");
+    for (const sel of ["#revision-fields", "#revision-signal", "#revision-deliveries"]) $(sel).replaceChildren();
+    setText($("#revision-content"), "");
+    setText($("#revision-deliveries-summary"), "");
+    $("#revision-deliveries-more").hidden = true;
+    setEnabled($("#revision-revert"), false);
+  }
+  revisionView.id = id;
+  revisionView.signature = null;
+  guarded($("#revision-error"), () => loadRevision(id));
 };
 
 // ---------------------------------------------------------------- audit
@@ -2622,6 +2983,7 @@ function start() {
   wireSettings();
   wireSignals();
   wireRevisions();
+  wireRevision();
   $("#timeline-refresh").addEventListener("click", () =>
     guarded($("#session-error"), () => loadSession(sessionView.id)),
   );

@@ -157,6 +157,7 @@ def run_claude(
     token: str,
     http: bool,
     down: bool = False,
+    prompt: str = PROMPT,
 ) -> dict[str, Any]:
     home, project = work / name / "home", work / name / "project"
     home.mkdir(parents=True)
@@ -176,7 +177,7 @@ def run_claude(
         "TACHOGRAPH_AGENT_TOKEN": token,
         "TACHOGRAPH_DATA_DIR": str(work / name / "hook-client"),  # the hook client's hooks.log
     }
-    argv = [claude, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
+    argv = [claude, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
     before = len(api.requests)
     started = time.monotonic()
     done = subprocess.run(

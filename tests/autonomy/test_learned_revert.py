@@ -9,13 +9,23 @@ from uuid import uuid4
 from fastapi.testclient import TestClient
 
 from domain.learned_target import content_digest
+from domain.reflection import Decision, SignalEvidence
 from tests.autonomy.conftest import Driven, enable, post_signal
 
 TARGET = "/api/autonomy/targets/overlay/claude/instructions"
 
 
+class OneOverlay:
+    """Teaches every failure into the one overlay TARGET, so its revisions chain (the rules
+    reflector gives each failure pattern a target of its own)."""
+
+    def reflect(self, signal: SignalEvidence, targets: list[dict[str, Any]]) -> Decision:
+        return Decision("overlay", "instructions", signal.failure)
+
+
 def learn(driven: Driven, trace: str, failure: str) -> dict[str, Any]:
-    """One learned overlay revision through the real worker (rules reflector)."""
+    """One learned overlay revision of TARGET through the real worker."""
+    driven.autonomy.reflector = OneOverlay()
     post_signal(driven.client, traceId=trace, failure=failure)
     assert driven.autonomy.reflect() == {"completed": 1}
     driven.settled()
@@ -106,6 +116,7 @@ def test_after_a_hand_back_evolution_builds_on_the_persons_content(driven: Drive
     api = driven.client
     enable(api, evolution=True)
     assert api.put(TARGET, json={"content": "Be terse."}).status_code == 200
+    driven.autonomy.reflector = OneOverlay()
     blocked = post_signal(api, traceId="x", failure="boom")
     assert driven.autonomy.reflect() == {"pending": 1}  # user-owned: the attempt fails
     assert api.post(f"/api/autonomy/signals/{blocked['id']}/ignore").status_code == 200

@@ -15,6 +15,7 @@ from domain.reflection import (
     ReflectorConfig,
     RulesReflector,
     SignalEvidence,
+    lesson_key,
 )
 from infra.reflector import ReflectorConfigError, parse_reflector_answer, parse_reflector_config
 
@@ -101,7 +102,11 @@ def test_rules_reflector_is_deterministic() -> None:
     rules = RulesReflector()
     lesson = rules.reflect(signal(), [])
     assert lesson == rules.reflect(signal(), [{"kind": "overlay"}])
-    assert (lesson.strategy, lesson.key) == ("overlay", "instructions")
+    # Each failure pattern has its own overlay target (the class first in its key).
+    assert lesson.strategy == "overlay" and lesson.key == lesson_key(
+        "validation", "AssertionError: expected 404\ntraceback..."
+    )
+    assert lesson.key is not None and lesson.key.startswith("lesson.validation-")
     assert lesson.content is not None
     assert "Fix the flaky login test" in lesson.content and "(validation)" in lesson.content
     assert "and more" not in lesson.content  # first lines only

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from domain.learned_target import content_digest
-from domain.reflection import Decision, SignalEvidence
+from domain.reflection import Decision, SignalEvidence, lesson_key
 from tests.autonomy.conftest import Driven, enable, post_signal
 
 REVISION_FIELDS = {
@@ -27,6 +27,13 @@ class Fixed:
     def reflect(self, signal: SignalEvidence, targets: list[dict[str, Any]]) -> Decision:
         self.seen.append((signal, targets))
         return self.decision
+
+
+class Echo:
+    """A reflector that teaches each failure, as given, into the one overlay `instructions`."""
+
+    def reflect(self, signal: SignalEvidence, targets: list[dict[str, Any]]) -> Decision:
+        return Decision("overlay", "instructions", signal.failure)
 
 
 def row(client: TestClient, signal_id: str) -> dict[str, Any]:
@@ -91,6 +98,7 @@ def test_each_strategy_needs_its_own_policy(driven: Driven) -> None:
 def test_overlay_revisions_append_and_chain_their_digests(driven: Driven) -> None:
     api = driven.client
     enable(api, evolution=True)
+    driven.autonomy.reflector = Echo()
     first = post_signal(api, traceId="a", failure="flaky network in CI", failureClass="timeout")
     assert run(driven) == {"completed": 1}
     second = post_signal(api, traceId="b", failure="forgot migrations", failureClass="validation")
@@ -126,7 +134,7 @@ def test_the_reflector_sees_the_agents_evolution_managed_targets(driven: Driven)
     assert run(driven) == {"completed": 1}
     (signal, targets), *_ = reflector.seen
     assert (signal.agent_id, signal.trace_id, signal.failure) == ("claude", "b", "again")
-    assert [(t["kind"], t["key"]) for t in targets] == [("overlay", "instructions")]
+    assert [(t["kind"], t["key"]) for t in targets] == [("overlay", lesson_key(None, "boom"))]
 
 
 def test_a_none_decision_completes_without_mutation(driven: Driven) -> None:
@@ -154,12 +162,14 @@ def test_a_proposal_touching_a_user_owned_target_fails_without_partial_mutation(
 ) -> None:
     api = driven.client
     enable(api, evolution=True)
-    mine = api.put("/api/autonomy/targets/overlay/claude/instructions", json={"content": "Mine."})
+    # The target the rules reflector would teach this failure into.
+    path = f"/api/autonomy/targets/overlay/claude/{lesson_key(None, 'boom')}"
+    mine = api.put(path, json={"content": "Mine."})
     assert mine.status_code == 200 and mine.json()["evolutionManaged"] is False
     signal = post_signal(api, failure="boom")
     assert run(driven) == {"pending": 1}
     failed = row(api, signal["id"])
     assert "user-owned" in failed["lastError"] and failed["revisionId"] is None
-    target = api.get("/api/autonomy/targets/overlay/claude/instructions").json()
+    target = api.get(path).json()
     assert (target["content"], target["revisionCount"]) == ("Mine.", 0)
     assert api.get("/api/autonomy/revisions").json()["items"] == []

@@ -15,8 +15,9 @@ from tests.autonomy.conftest import Driven, enable, post_signal
 
 SIGNAL_FIELDS = {
     "id", "agentId", "traceId", "kind", "goal", "outcome", "failure", "failureClass",
-    "sessionId", "status", "attempts", "nextAttemptAt", "claimedBy", "claimExpiresAt",
-    "lastError", "strategy", "targetId", "revisionId", "reason", "createdAt", "updatedAt",
+    "sessionId", "turnId", "received", "status", "attempts", "nextAttemptAt", "claimedBy",
+    "claimExpiresAt", "lastError", "strategy", "targetId", "revisionId", "reason", "createdAt",
+    "updatedAt",
 }  # fmt: skip
 
 
