@@ -77,9 +77,10 @@ def responder(phase: dict[str, str]) -> standin.Responder:
 def run(claude: str, work: Path, name: str, prompt: str, model: Any, token: str) -> dict[str, Any]:
     """One `claude -p` run with hooks from `tachograph hook install claude` (command mode)."""
     env = tool_environment(work)
-    return claude_run.run_claude(
+    ran: dict[str, Any] = claude_run.run_claude(
         claude, work, name, model, tool_env=env, token=token, http=False, prompt=prompt
     )
+    return ran
 
 
 def tool_environment(work: Path) -> dict[str, str]:
