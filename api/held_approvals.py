@@ -2,9 +2,10 @@
 
 A held request is an asyncio future, never a thread: hundreds can wait while the pool
 serves every other hook. A decision made by this process wakes its waiters straight
-from the save (`recorded`); one made by another replica is seen by polling the log for
-approval settlements, once per interval for all waiters together, and only while
-someone waits.
+from the save (`recorded`). One made by another replica arrives as a wake-up from the
+database where there is one (PostgreSQL LISTEN/NOTIFY, infra/approval_wakeups.py), and
+is in any case found by polling the log for approval settlements, once per interval
+for all waiters together, and only while someone waits.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from uuid import UUID
 
 from eventsourcing.persistence import Recording
@@ -27,12 +28,26 @@ POLL_S: Final = 0.05
 _BATCH: Final = 500
 
 
-class HeldApprovals:
-    """Futures per approval id; settled by this process's saves or by the log poll."""
+class Wakeups(Protocol):
+    """Tells the other replicas that an approval settled, and hears when they do."""
 
-    def __init__(self, recorder: Any, poll_s: float = POLL_S) -> None:
+    def listen(self, on_wake: Callable[[UUID], None]) -> None: ...
+
+    def notify(self, approval_id: UUID) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class HeldApprovals:
+    """Futures per approval id; settled by this process's saves, by wake-ups from the
+    other replicas, or by the log poll."""
+
+    def __init__(
+        self, recorder: Any, poll_s: float = POLL_S, wakeups: Wakeups | None = None
+    ) -> None:
         self._recorder = recorder
         self._poll_s = poll_s
+        self._wakeups = wakeups
         self._waiting: dict[UUID, set[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -54,6 +69,8 @@ class HeldApprovals:
         """
         loop = asyncio.get_running_loop()
         self._loop = loop
+        if self._wakeups is not None:
+            self._wakeups.listen(self._settled_threadsafe)  # once: the first wait starts it
         if self._position is None:
             # Settlements from here on: anything earlier is read from the aggregate anyway.
             self._position = await run_in_threadpool(self._recorder.max_notification_id) or 0
@@ -79,7 +96,14 @@ class HeldApprovals:
         """Called after every durable save of this process (any thread): wake at once."""
         for recording in recordings:
             if recording.notification.topic in SETTLED_TOPICS:
-                self._settled_threadsafe(recording.domain_event.originator_id)
+                approval_id = recording.domain_event.originator_id
+                self._settled_threadsafe(approval_id)
+                if self._wakeups is not None:
+                    self._wakeups.notify(approval_id)
+
+    def close(self) -> None:
+        if self._wakeups is not None:
+            self._wakeups.stop()
 
     def _settled_threadsafe(self, approval_id: UUID) -> None:
         loop = self._loop

@@ -119,6 +119,9 @@ class Settings:
     # variable holding the secret it is signed with (TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV).
     approval_notify_url: str | None = None
     approval_notify_secret_env: str | None = None
+    # How often a replica holding requests reads the log for decisions made elsewhere
+    # (TACHOGRAPH_APPROVAL_POLL_S): on PostgreSQL the safety net behind LISTEN/NOTIFY.
+    approval_poll_s: float = 0.05
 
     @property
     def sqlite_path(self) -> Path:
@@ -198,6 +201,7 @@ class Settings:
             approvals=approvals,
             approval_notify_url=notify_url,
             approval_notify_secret_env=notify_secret,
+            approval_poll_s=get.number("TACHOGRAPH_APPROVAL_POLL_S", 0.05, 0.01, 60, float),
             hook_allowed_hosts=allowed_hosts,
             hook_allow_insecure_loopback=insecure_loopback,
             record=get.choice("TACHOGRAPH_RECORD", RECORD_MODES, RECORD_FULL).lower(),

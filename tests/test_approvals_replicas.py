@@ -1,10 +1,11 @@
 """Approvals across two `serve` replicas on one PostgreSQL schema.
 
-A Claude Code PreToolUse held open by replica A is decided through replica B: A sees the
-settlement by polling the log and answers its waiting hook. Timing is printed, not
-asserted (this runs on a small, noisy machine): the time from B's decide response to A's
-answer, and from the moment the decide was sent. Also: a decision on the replica holding
-the request, and a decide at B after A let the request expire (409 naming `expired`).
+A Claude Code PreToolUse held open by replica A is decided through replica B: A is woken by
+B's NOTIFY (or finds the settlement polling the log) and answers its waiting hook. Timing
+is printed, not asserted (this runs on a small, noisy machine): the time from B's decide
+response to A's answer, and from the moment the decide was sent. Also: a decision on the
+replica holding the request, and a decide at B after A let the request expire (409 naming
+`expired`).
 """
 
 from __future__ import annotations
@@ -75,10 +76,17 @@ class Held:
 
 
 @pytest.fixture
-def replicas(settings: Settings, tmp_path: Path) -> Iterator[Replicas]:
+def replicas(
+    request: pytest.FixtureRequest, settings: Settings, tmp_path: Path
+) -> Iterator[Replicas]:
     env = {"TACHOGRAPH_APPROVALS": json.dumps(RULES), "TACHOGRAPH_DATABASE_POOL_SIZE": "3"}
     shared = settings.with_(api_key=ADMIN_KEY)
-    servers = [Server(shared, tmp_path / f"serve-{n}.log", env) for n in "ab"]
+    # A's own settings (indirect parametrisation), e.g. a log poll too slow to answer in time.
+    own: dict[str, str] = getattr(request, "param", {})
+    servers = [
+        Server(shared, tmp_path / f"serve-{n}.log", {**env, **(own if n == "a" else {})})
+        for n in "ab"
+    ]
     try:
         for server in servers:
             server.wait_ready(timeout=60, headers=ADMIN)
@@ -224,3 +232,24 @@ def test_a_decide_at_b_after_a_let_it_expire_is_a_conflict(replicas: Replicas) -
     assert "expired" in late.json()["message"]
     expired = wait_listed(replicas.b, command, status="expired")
     assert (expired["decision"], expired["decidedBy"]) == ("deny", "system")
+
+
+@pytest.mark.parametrize("replicas", [{"TACHOGRAPH_APPROVAL_POLL_S": "60"}], indirect=True)
+def test_the_holder_is_woken_by_the_deciders_notification_not_its_poll(
+    replicas: Replicas,
+) -> None:
+    """With A's log poll at 60 s only B's NOTIFY can answer A's hooks within seconds."""
+    native = str(uuid.uuid4())
+    answered: list[float] = []
+    for n in range(3):
+        command = f"release notified {n}"
+        held = hold(replicas, native, command)
+        request = wait_listed(replicas.b, command)
+        _, answer, _, since_send = decide_and_time(
+            replicas.b, held, request["id"], {"decision": "allow"}
+        )
+        check_answer(answer, "allow", "")
+        answered.append(since_send)
+    assert max(answered) < 10_000, answered  # far below the 60 s poll: the NOTIFY woke A
+    print()
+    print(figures("B decide sent -> A hook answer (poll 60 s)", answered))
