@@ -54,6 +54,12 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0
     assert held["gateway_idle"]["p50_ms"] > 0 and held["release_all_s"] > 0
+    # The overhead is the dispatch less the handler's own time, as the gateway target has it.
+    for turn in ("idle", "beside_held"):
+        gateway, direct = held[f"gateway_{turn}"], held[f"handler_direct_{turn}"]
+        assert held[f"overhead_{turn}_ms"]["p99"] == pytest.approx(
+            gateway["p99_ms"] - direct["p99_ms"]
+        )
 
     ingest = figures["ingest"]
     assert ingest["errors"] == 0 and ingest["acknowledged"] > 0
