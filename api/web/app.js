@@ -2424,7 +2424,7 @@ const FALLBACK_INTERVAL_MS = 30000;
 
 const live = {
   up: false,
-  lastId: null, // log position of the last message received
+  lastId: null, // log position the stream has delivered up to: its last message's, else where it began
   after: null, // where the open stream started: lists read at least this far (minPosition)
   abort: null, // the open request's AbortController
   failures: 0,
@@ -2479,6 +2479,9 @@ async function followLive(controller) {
   if (!response.ok || !response.body) return;
   const resumed = live.lastId !== null;
   live.after = Number(response.headers.get("x-tachograph-position")) || null;
+  // A stream that drops before its first message resumes from where it began: nothing
+  // after that position has been missed, so the lists need no second read.
+  if (live.lastId === null) live.lastId = live.after;
   live.failures = 0;
   setLive(true);
   // A fresh stream starts at the log's head: the list is read again from there on, and so

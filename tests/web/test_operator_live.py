@@ -102,13 +102,44 @@ def test_a_dropped_stream_resumes_after_its_last_id_and_misses_nothing(
     live(page)
     page.visible(f"tr[data-session-id='{session_id}']")
     listed = reads(page, "/api/sessions")
-    last_id = page.js("return live.lastId")
-    assert isinstance(last_id, int)
+    first = api.http.patch(f"/api/sessions/{session_id}", json={"title": "Seen live"})
+    assert first.status_code == 200, first.text
+    page.until(lambda: row_text(page, session_id, "title") == "Seen live", timeout=10)
+    assert page.js("return live.lastId") >= int(first.headers["x-tachograph-position"])
 
-    # Cut the connection; while the page waits to reconnect, the session changes.
+    _drop_rename_and_resume(page, site, session_id, listed)
+
+
+def test_a_stream_dropped_before_its_first_message_resumes_from_where_it_began(
+    page: Browser, site: Site
+) -> None:
+    api = site.api
+    created = api.http.post("/api/sessions", json={"workspaceId": "default", "title": "Quiet"})
+    assert created.status_code == 201, created.text
+    session_id = created.json()["id"]
+    # The read models hold the session before the page (loaded again) opens its stream,
+    # so the stream, which starts at the log's head, has nothing to send until the rename.
+    position = created.headers["x-tachograph-position"]
+    assert api.http.get("/api/sessions", params={"minPosition": position}).status_code == 200
+    page.open("sessions")
+    live(page)
+    page.visible(f"tr[data-session-id='{session_id}']")
+    listed = reads(page, "/api/sessions")
+    began = page.js("return live.after")
+    # Where the stream began, or later if another test's work sent it a message since.
+    assert isinstance(began, int) and page.js("return live.lastId") >= began
+
+    _drop_rename_and_resume(page, site, session_id, listed)
+
+
+def _drop_rename_and_resume(page: Browser, site: Site, session_id: str, listed: int) -> None:
+    """Cut the stream; while the page waits to reconnect, rename the session; the rename
+    must arrive on the resumed stream, without the list being read again."""
     page.js("live.abort.abort()")
     page.has_text("#live-state", "Reconnecting")
-    renamed = api.http.patch(f"/api/sessions/{session_id}", json={"title": "Changed while away"})
+    renamed = site.api.http.patch(
+        f"/api/sessions/{session_id}", json={"title": "Changed while away"}
+    )
     assert renamed.status_code == 200, renamed.text
     page.has_text("#live-state", "Live", timeout=10)
     page.until(lambda: row_text(page, session_id, "title") == "Changed while away", timeout=10)
