@@ -13,17 +13,24 @@ request is an asyncio future on the server (api/held_approvals.py), not a thread
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 
-from bench.run import Store, _Handler, free_port, percentiles, serve, timed_alternately
+from bench.run import (
+    GATEWAY_BODY,
+    GATEWAY_DIRECT_BODY,
+    Store,
+    free_port,
+    percentiles,
+    policy_handler,
+    serve,
+    timed_alternately,
+)
 
 HELD: Final = 200
 ROUNDS: Final = 2
@@ -84,29 +91,15 @@ def _release(base: str, http: httpx.Client, held: list[Future[httpx.Response]]) 
 
 
 def bench_pending_approvals(store: Store, n: int, work: Path) -> dict[str, Any]:
-    handler = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=handler.serve_forever, daemon=True).start()
-    hook_url = f"http://127.0.0.1:{handler.server_address[1]}/policy"
-    hooks = {
-        "version": 1,
-        "hooks": {
-            "PreToolUse": [{"id": "policy", "type": "http", "url": hook_url, "matcher": ["Bash"]}]
-        },
-    }
-    extra = {
-        "TACHOGRAPH_HOOKS": json.dumps(hooks),
-        "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
-        "TACHOGRAPH_APPROVALS": json.dumps(RULES),
-    }
     port = free_port()
-    body = {"event": "PreToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
     idle: list[float] = []
     idle_direct: list[float] = []
     loaded: list[float] = []
     loaded_direct: list[float] = []
     releases: list[float] = []
     per_turn = max(n // (2 * ROUNDS), 1)
-    try:
+    with policy_handler(matcher=["Bash"]) as (hook_url, extra):
+        extra = {**extra, "TACHOGRAPH_APPROVALS": json.dumps(RULES)}
         with (
             serve(store, port, work / "serve-approvals.log", extra),
             httpx.Client(timeout=30) as http,
@@ -116,30 +109,25 @@ def bench_pending_approvals(store: Store, n: int, work: Path) -> dict[str, Any]:
             session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"})
             url = f"{base}/api/sessions/{session.json()['id']}/events"
 
-            direct_body = json.dumps({"schemaVersion": 1, "event": "PreToolUse", "detail": body})
-
             def dispatch() -> None:
-                answered = http.post(url, json=body)
+                answered = http.post(url, json=GATEWAY_BODY)
                 assert answered.json()["outcome"] == "pass", answered.text
 
             def gateway(samples: list[float], direct: list[float]) -> None:
                 through, handler_only = timed_alternately(
-                    dispatch, lambda: http.post(hook_url, content=direct_body), per_turn
+                    dispatch, lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY), per_turn
                 )
                 samples.extend(through)
                 direct.extend(handler_only)
 
             for _ in range(50):  # warm both paths
                 dispatch()
-                http.post(hook_url, content=direct_body)
+                http.post(hook_url, content=GATEWAY_DIRECT_BODY)
             for _ in range(ROUNDS):
                 gateway(idle, idle_direct)
                 held = _hold(base, pool, http)
                 gateway(loaded, loaded_direct)
                 releases.append(_release(base, http, held))
-    finally:
-        handler.shutdown()
-        handler.server_close()
     without, beside = percentiles(idle), percentiles(loaded)
     without_direct, beside_direct = percentiles(idle_direct), percentiles(loaded_direct)
     return {

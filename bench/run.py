@@ -424,36 +424,56 @@ def timed_alternately(
     return firsts, seconds
 
 
-def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
+# The gateway's workload: a PreToolUse that one loopback handler answers with a pass.
+GATEWAY_BODY: dict[str, Any] = {
+    "event": "PreToolUse",
+    "toolName": "Bash",
+    "toolInput": {"command": "ls"},
+}
+# The same call as the gateway sends it to the handler, for timing the handler alone.
+GATEWAY_DIRECT_BODY = json.dumps(
+    {"schemaVersion": 1, "event": "PreToolUse", "detail": GATEWAY_BODY}
+)
+
+
+@contextmanager
+def policy_handler(matcher: list[str] | None = None) -> Iterator[tuple[str, dict[str, str]]]:
+    """A loopback PreToolUse handler that passes every call: its URL, and the env that
+    makes `serve` call it (for the tools in `matcher`, or all)."""
     handler = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=handler.serve_forever, daemon=True).start()
     hook_url = f"http://127.0.0.1:{handler.server_address[1]}/policy"
-    hooks = {
-        "version": 1,
-        "hooks": {"PreToolUse": [{"id": "policy", "type": "http", "url": hook_url}]},
-    }
-    extra = {"TACHOGRAPH_HOOKS": json.dumps(hooks), "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1"}
-    port = free_port()
-    body = {"event": "PreToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
+    entry: dict[str, Any] = {"id": "policy", "type": "http", "url": hook_url}
+    if matcher is not None:
+        entry["matcher"] = matcher
+    hooks = {"version": 1, "hooks": {"PreToolUse": [entry]}}
+    env = {"TACHOGRAPH_HOOKS": json.dumps(hooks), "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1"}
     try:
-        with serve(store, port, work / "serve-gateway.log", extra), httpx.Client() as http:
-            base = f"http://127.0.0.1:{port}"
-            session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()[
-                "id"
-            ]
-            url = f"{base}/api/sessions/{session}/events"
-            direct_body = json.dumps({"schemaVersion": 1, "event": "PreToolUse", "detail": body})
-            for _ in range(50):  # warm both paths
-                http.post(url, json=body)
-                http.post(hook_url, content=direct_body)
-            through, direct = timed_alternately(
-                lambda: http.post(url, json=body),
-                lambda: http.post(hook_url, content=direct_body),
-                n,
-            )
+        yield hook_url, env
     finally:
         handler.shutdown()
         handler.server_close()
+
+
+def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
+    port = free_port()
+    body = GATEWAY_BODY
+    with (
+        policy_handler() as (hook_url, extra),
+        serve(store, port, work / "serve-gateway.log", extra),
+        httpx.Client() as http,
+    ):
+        base = f"http://127.0.0.1:{port}"
+        session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
+        url = f"{base}/api/sessions/{session}/events"
+        for _ in range(50):  # warm both paths
+            http.post(url, json=body)
+            http.post(hook_url, content=GATEWAY_DIRECT_BODY)
+        through, direct = timed_alternately(
+            lambda: http.post(url, json=body),
+            lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY),
+            n,
+        )
     gateway, handler_only = percentiles(through), percentiles(direct)
     return {
         "workload": (
