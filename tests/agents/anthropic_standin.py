@@ -21,36 +21,30 @@ agent's process was given, inside whatever jail the executor put it in:
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import socket
 import sys
-import threading
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # loaded by path, by a script beside it: the repository's packages
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.agents import standin_server as base  # noqa: E402
+
+# What a script says the model does (Reply, Responder: in standin_server).
+ToolUse = base.ToolUse
+Text = base.Text
+Reply = base.Reply
+Responder = base.Responder
+Recorded = base.Recorded
 
 MODEL = "claude-standin-1"
 # Headers worth keeping in the request log (never the key's value, only whether it came).
 LOGGED_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "x-app", "content-type")
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    name: str
-    input: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Text:
-    text: str
-
-
-Reply = ToolUse | Text
-Responder = Callable[[dict[str, Any]], Reply]
 
 
 def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,165 +99,56 @@ def is_agent_loop(body: dict[str, Any]) -> bool:
     return bool(body.get("tools"))
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    reply: str | None = None
+class MessagesHandler(base.RecordingHandler):
+    def do_GET(self) -> None:
+        entry = self.record(None)
+        if self.path.split("?")[0].startswith("/v1/models"):
+            model = {"type": "model", "id": MODEL, "display_name": "Stand-in"}
+            self.send_json(200, {"data": [model], "has_more": False})
+            return
+        self.send_error_json(entry, 404, f"no {self.path} here")
+
+    def do_POST(self) -> None:
+        body = self.body()
+        entry = self.record(body)
+        path = self.path.split("?")[0]
+        if path == "/v1/messages/count_tokens":
+            self.send_json(200, {"input_tokens": 100})
+            return
+        reply = self.model_reply(entry, body)
+        if reply is None:
+            return
+        message_id = f"msg_standin{self.standin.next_id():04d}"
+        model = str(body.get("model") or MODEL)
+        if not body.get("stream"):
+            self.send_json(200, message(message_id, model, reply))
+            return
+        self.start_stream()
+        for event, data in sse_events(message_id, model, reply):
+            self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+        self.end_stream()
+
+    def send_error_json(self, entry: base.Recorded, status: int, message: str) -> None:
+        # A 400 for a script that raised: Claude Code does not retry it.
+        entry.status = status
+        kind = "not_found_error" if status == 404 else "invalid_request_error"
+        self.send_json(status, {"type": "error", "error": {"type": kind, "message": message}})
 
 
 @dataclass
-class AnthropicStandIn:
-    """`with AnthropicStandIn(responder) as api:` serves on `api.url` until the block ends."""
+class AnthropicStandIn(base.StandInServer):
+    """`with AnthropicStandIn(responder) as api:` serves on `api.url` until the block ends;
+    requests that offer no tools (titles, summaries) get `side_text`."""
 
-    responder: Responder
-    side_text: str = "OK"  # what requests that offer no tools (titles, summaries) get
-    requests: list[Recorded] = field(default_factory=list)
-    # A responder that raised: answered 400 (which Claude Code does not retry), kept here.
-    errors: list[str] = field(default_factory=list)
+    Handler = MessagesHandler
+    logged_headers = LOGGED_HEADERS
+    secret_headers = ("x-api-key", "authorization")
 
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+    def is_model_path(self, path: str) -> bool:
+        return path == "/v1/messages"
 
-    def __enter__(self) -> AnthropicStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    # What tests read
-
-    def paths(self) -> list[str]:
-        with self._lock:
-            return [f"{r.method} {r.path}" for r in self.requests]
-
-    def agent_requests(self) -> list[Recorded]:
-        with self._lock:
-            return [
-                r
-                for r in self.requests
-                if r.path.split("?")[0] == "/v1/messages"
-                and isinstance(r.body, dict)
-                and is_agent_loop(r.body)
-            ]
-
-    # Serving
-
-    def _record(self, entry: Recorded) -> None:
-        with self._lock:
-            self.requests.append(entry)
-
-    def _reply_for(self, body: dict[str, Any]) -> Reply:
-        if not is_agent_loop(body):
-            return Text(self.side_text)
-        return self.responder(body)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-            def _body(self) -> Any:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if not raw:
-                    return None
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    return raw.decode("utf-8", errors="replace")
-
-            def _entry(self, body: Any) -> Recorded:
-                headers = {h: self.headers[h] for h in LOGGED_HEADERS if self.headers.get(h)}
-                if self.headers.get("x-api-key"):
-                    headers["x-api-key"] = "present"
-                if self.headers.get("authorization"):
-                    headers["authorization"] = "present"
-                return Recorded(self.command, self.path, headers, body)
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                entry = self._entry(None)
-                standin._record(entry)
-                path = self.path.split("?")[0]
-                if path.startswith("/v1/models"):
-                    model = {"type": "model", "id": MODEL, "display_name": "Stand-in"}
-                    self._json(200, {"data": [model], "has_more": False})
-                    return
-                self._not_found()
-
-            def do_HEAD(self) -> None:
-                standin._record(self._entry(None))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def do_POST(self) -> None:
-                body = self._body()
-                entry = self._entry(body)
-                standin._record(entry)
-                path = self.path.split("?")[0]
-                if path == "/v1/messages/count_tokens":
-                    self._json(200, {"input_tokens": 100})
-                    return
-                if path != "/v1/messages" or not isinstance(body, dict):
-                    self._not_found()
-                    return
-                try:
-                    reply = standin._reply_for(body)
-                except Exception as exc:  # a broken script must show, not hang the CLI
-                    standin.errors.append(f"{type(exc).__name__}: {exc}")
-                    error = {"type": "invalid_request_error", "message": f"stand-in: {exc}"}
-                    self._json(400, {"type": "error", "error": error})
-                    return
-                entry.reply = repr(reply)
-                message_id = f"msg_standin{next(standin._ids):04d}"
-                model = str(body.get("model") or MODEL)
-                if body.get("stream"):
-                    self._stream(message_id, model, reply)
-                else:
-                    self._json(200, message(message_id, model, reply))
-
-            def _not_found(self) -> None:
-                error = {"type": "not_found_error", "message": f"no {self.path} here"}
-                self._json(404, {"type": "error", "error": error})
-
-            def _stream(self, message_id: str, model: str, reply: Reply) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("connection", "close")
-                self.end_headers()
-                for event, data in sse_events(message_id, model, reply):
-                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-        return Handler
+    def is_agent_loop(self, body: dict[str, Any]) -> bool:
+        return is_agent_loop(body)
 
 
 def _content(reply: Reply, tool_id: str) -> dict[str, Any]:

@@ -111,10 +111,7 @@ class GeminiHandler(base.RecordingHandler):
         if method == "countTokens":
             self.send_json(200, {"totalTokens": 100})
             return
-        if not self.standin.is_model_path(path) or not isinstance(body, dict):
-            self.send_error_json(entry, 404, f"no {self.path} here")
-            return
-        reply = self.scripted(entry, body)
+        reply = self.model_reply(entry, body)
         if reply is None:
             return
         model = path.rsplit("/", 1)[-1].split(":")[0]

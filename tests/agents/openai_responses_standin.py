@@ -146,10 +146,7 @@ class ResponsesHandler(base.RecordingHandler):
     def do_POST(self) -> None:
         body = self.body()
         entry = self.record(body)
-        if not self.standin.is_model_path(self.path.split("?")[0]) or not isinstance(body, dict):
-            self.send_error_json(entry, 404, f"no {self.path} here")
-            return
-        reply = self.scripted(entry, body)
+        reply = self.model_reply(entry, body)
         if reply is None:
             return
         response_id = f"resp_standin{self.standin.next_id():04d}"

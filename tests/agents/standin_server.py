@@ -1,11 +1,11 @@
 """What the scripted model-API stand-ins share: a threaded HTTP server on 127.0.0.1 only
 that records every request, the replies a script gives, and the handler's plumbing.
 
-A stand-in (openai_responses_standin.py, gemini_standin.py) subclasses `StandInServer`,
-names its `Handler` (a `RecordingHandler` answering its API's routes) and says which
-requests are the agent's own turns (`is_model_path`, `is_agent_loop`). What the model
-"says" is decided by a responder: a function of the request body that returns a `ToolUse`
-or a `Text`.
+A stand-in (anthropic_standin.py, openai_responses_standin.py, gemini_standin.py)
+subclasses `StandInServer`, names its `Handler` (a `RecordingHandler` answering its API's
+routes) and says which requests are the agent's own turns (`is_model_path`,
+`is_agent_loop`). What the model "says" is decided by a responder: a function of the
+request body that returns a `ToolUse` or a `Text`.
 Requests that offer no tools (titles, summaries, a reviewer's verdict) get `side_reply`.
 A responder that raises is answered 400 (no CLI retries that) and kept in `errors`, so a
 broken script shows instead of hanging the CLI. Standard library only.
@@ -97,6 +97,14 @@ class RecordingHandler(BaseHTTPRequestHandler):
     def send_error_json(self, entry: Recorded, status: int, message: str) -> None:
         """An error in the API's own shape (each stand-in's)."""
         raise NotImplementedError
+
+    def model_reply(self, entry: Recorded, body: Any) -> Reply | None:
+        """The script's reply to a request on a model path; None when it was answered
+        already (404 off the model's paths or without a JSON object, else as `scripted`)."""
+        if not self.standin.is_model_path(self.path.split("?")[0]) or not isinstance(body, dict):
+            self.send_error_json(entry, 404, f"no {self.path} here")
+            return None
+        return self.scripted(entry, body)
 
     def scripted(self, entry: Recorded, body: dict[str, Any]) -> Reply | None:
         """The reply to a model request; None when it was answered with an error already
