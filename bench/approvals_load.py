@@ -22,14 +22,13 @@ from typing import Any, Final
 import httpx
 
 from bench.run import (
-    GATEWAY_BODY,
-    GATEWAY_DIRECT_BODY,
     Store,
     free_port,
+    gateway_turn,
+    overhead,
     percentiles,
     policy_handler,
     serve,
-    timed_alternately,
 )
 
 HELD: Final = 200
@@ -109,20 +108,12 @@ def bench_pending_approvals(store: Store, n: int, work: Path) -> dict[str, Any]:
             session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"})
             url = f"{base}/api/sessions/{session.json()['id']}/events"
 
-            def dispatch() -> None:
-                answered = http.post(url, json=GATEWAY_BODY)
-                assert answered.json()["outcome"] == "pass", answered.text
-
             def gateway(samples: list[float], direct: list[float]) -> None:
-                through, handler_only = timed_alternately(
-                    dispatch, lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY), per_turn
-                )
+                through, handler_only = gateway_turn(http, url, hook_url, per_turn)
                 samples.extend(through)
                 direct.extend(handler_only)
 
-            for _ in range(50):  # warm both paths
-                dispatch()
-                http.post(hook_url, content=GATEWAY_DIRECT_BODY)
+            gateway_turn(http, url, hook_url, 50)  # warm both paths
             for _ in range(ROUNDS):
                 gateway(idle, idle_direct)
                 held = _hold(base, pool, http)
@@ -143,16 +134,8 @@ def bench_pending_approvals(store: Store, n: int, work: Path) -> dict[str, Any]:
         "gateway_beside_held": beside,
         "handler_direct_idle": without_direct,
         "handler_direct_beside_held": beside_direct,
-        "overhead_idle_ms": _overhead(without, without_direct),
-        "overhead_beside_held_ms": _overhead(beside, beside_direct),
+        "overhead_idle_ms": overhead(without, without_direct),
+        "overhead_beside_held_ms": overhead(beside, beside_direct),
         "p99_ratio": beside["p99_ms"] / without["p99_ms"],
         "release_all_s": max(releases),
-    }
-
-
-def _overhead(gateway: dict[str, Any], direct: dict[str, Any]) -> dict[str, float]:
-    """The gateway's p50 and p99 less the handler's own: what the target bounds."""
-    return {
-        "p50": gateway["p50_ms"] - direct["p50_ms"],
-        "p99": gateway["p99_ms"] - direct["p99_ms"],
     }
