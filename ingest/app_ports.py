@@ -14,7 +14,7 @@ from domain.errors import NotFound
 from domain.hook_dispatch_record import HookDispatch
 from domain.session import Session
 from ingest.group_commit import GroupCommitter
-from ingest.ports import Deliver, Done
+from ingest.ports import Build, Deliver, Done
 
 
 class AppSessions:
@@ -78,11 +78,11 @@ class CommittedDispatches:
     def enqueue(
         self,
         dispatch_id: UUID,
-        events: list[DomainEventProtocol[UUID]],
+        build: Build,
         done: Done,
         deliver: Deliver | None,
     ) -> None:
-        self.committer.enqueue(dispatch_id, events, done, deliver)
+        self.committer.enqueue(dispatch_id, build, done, deliver)
 
     def stored(self, dispatch_id: UUID) -> HookDispatch | None:
         try:

@@ -26,7 +26,7 @@ from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
-from ingest.ports import Deliver, Done
+from ingest.ports import Build, Deliver, Done
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +34,20 @@ log = logging.getLogger(__name__)
 class _Pending:
     # A plain slotted class, not a dataclass with a Future: one is built per ingest
     # on the event loop, where a Future's Condition alone cost more than the rest.
-    __slots__ = ("aggregate_id", "events", "done", "deliver")
+    __slots__ = ("aggregate_id", "events", "build", "done", "deliver")
 
     def __init__(
         self,
         aggregate_id: UUID,
-        events: list[DomainEventProtocol[UUID]],
+        events: list[DomainEventProtocol[UUID]] | Build,
         done: Done,
         deliver: Deliver | None = None,
     ) -> None:
         self.aggregate_id = aggregate_id
-        # Collected up front: a failed save() would otherwise have consumed them.
-        self.events = events
+        # Collected up front (a failed save() would otherwise have consumed them), or
+        # built by the committing thread just before its batch is saved.
+        self.events: list[DomainEventProtocol[UUID]] = [] if callable(events) else events
+        self.build: Build | None = events if callable(events) else None
         self.done = done
         self.deliver = deliver
 
@@ -111,11 +113,14 @@ class GroupCommitter:
     def enqueue(
         self,
         aggregate_id: UUID,
-        events: list[DomainEventProtocol[UUID]],
+        events: list[DomainEventProtocol[UUID]] | Build,
         done: Done,
         deliver: Deliver | None = None,
     ) -> None:
         """Queue one aggregate's new events; `done` gets the position once they are durable.
+
+        `events` may be a function that builds them: it is called in the committing
+        thread just before the batch is saved, and what it raises goes to `done` alone.
 
         `done` is called in the writer's thread, or through `deliver` (in the caller's
         thread) when given; every `done` of a batch that shares one `deliver` is called
@@ -171,7 +176,9 @@ class GroupCommitter:
     def _commit(self, batch: list[_Pending]) -> None:
         self._on_batch(len(batch))
         outcomes: list[tuple[_Pending, int | BaseException]] = []
-        self._append(batch, outcomes)
+        built = [pending for pending in batch if _built(pending, outcomes)]
+        if built:
+            self._append(built, outcomes)
         # Keyed by equality: `loop.call_soon_threadsafe` is a new bound method each time
         # it is looked up, but all of them compare equal.
         by_deliver: dict[Deliver, list[tuple[_Pending, int | BaseException]]] = {}
@@ -213,6 +220,21 @@ class GroupCommitter:
         if positions:
             self.app.on_commit(max(positions.values()))
         return positions
+
+
+def _built(pending: _Pending, outcomes: list[tuple[_Pending, int | BaseException]]) -> bool:
+    """Build a pending append's events if it was queued as a builder; False (its error
+    noted as its outcome) if building failed."""
+    if pending.build is None:
+        return True
+    try:
+        pending.events = pending.build()
+    except Exception as exc:  # noqa: BLE001 - one caller's failure, not the batch's
+        outcomes.append((pending, exc))
+        return False
+    finally:
+        pending.build = None
+    return True
 
 
 def _resolver(future: Future[int]) -> Done:

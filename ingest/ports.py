@@ -25,6 +25,8 @@ from domain.session import Session
 Deliver = Callable[[Callable[[], None]], object]
 # Told the outcome of an append: the last log position of its aggregate, or the error.
 Done = Callable[[int | BaseException], None]
+# Builds the events to append, in the thread that commits them.
+Build = Callable[[], list[DomainEventProtocol[UUID]]]
 # Asks one managed handler; never raises (a failure is a HandlerFailure reply).
 AskHandler = Callable[[HookHandler, HandlerRequest], HandlerReply]
 # The current time, for the handler requests' timestamps.
@@ -72,11 +74,12 @@ class DispatchLog(Protocol):
     def enqueue(
         self,
         dispatch_id: UUID,
-        events: list[DomainEventProtocol[UUID]],
+        build: Build,
         done: Done,
         deliver: Deliver | None,
     ) -> None:
-        """Append without blocking; `done` gets the position once durable (see Deliver)."""
+        """Append what `build` returns without blocking; `done` gets the position once
+        durable (see Deliver), or the error `build` raised."""
 
     def stored(self, dispatch_id: UUID) -> HookDispatch | None:
         """The dispatch recorded under this id, if any (None also when unreachable)."""

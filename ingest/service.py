@@ -329,8 +329,16 @@ class HookIngest:
         decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
         delivered, carried = self._with_learned(ev, decision)
         answer, note = render(ev.event, delivered) if render is not None else (None, None)
-        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received, carried)
         decided = Ingested(dispatch_id, delivered, answer, None, False)
+
+        def build() -> list[DomainEventProtocol[UUID]]:
+            # In the committing thread, not on the event loop that serves every request's
+            # HTTP: the facts (redaction, digest, JSON) and the event are built there
+            # (Claude route +8% events/s with facts, docs/performance.md).
+            fields = self._record(
+                session_id, ev, dispatch_id, decision, note, actor, received, carried
+            )
+            return [creation_event(**fields)]
 
         def settle(outcome: int | BaseException) -> None:
             if isinstance(outcome, int):
@@ -345,7 +353,7 @@ class HookIngest:
                     else self._unrecorded(ev, dispatch_id, decision, render)
                 )
 
-        self._dispatches.enqueue(dispatch_id, [creation_event(**fields)], settle, deliver)
+        self._dispatches.enqueue(dispatch_id, build, settle, deliver)
         return True
 
     # --- the parts --------------------------------------------------------------------

@@ -149,6 +149,38 @@ def test_a_failing_callback_costs_no_other_caller_its_answer(services: Services)
         assert answers[n] == read_stream(services.app, dispatch_id)[0].id
 
 
+def test_queued_builders_run_in_the_committing_thread_and_fail_alone(services: Services) -> None:
+    committer = GroupCommitter(services.app)
+    delivered: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    answers: dict[int, int | BaseException] = {}
+    built_on: set[int] = set()
+    ids = [uuid4() for _ in range(20)]
+
+    def build(n: int, dispatch_id: UUID) -> Callable[[], list[DomainEventProtocol[UUID]]]:
+        def events() -> list[DomainEventProtocol[UUID]]:
+            built_on.add(threading.get_ident())
+            if n == 5:
+                raise ValueError("facts that could not be built")
+            return list(dispatch(dispatch_id, uuid4()).collect_events())
+
+        return events
+
+    def answer(n: int) -> Callable[[int | BaseException], None]:
+        return lambda outcome: answers.__setitem__(n, outcome)
+
+    for n, dispatch_id in enumerate(ids):
+        committer.enqueue(dispatch_id, build(n, dispatch_id), answer(n), delivered.put)
+    while len(answers) < len(ids):
+        delivered.get(timeout=10)()
+    committer.close()
+    assert threading.get_ident() not in built_on  # built by the writer, not the caller
+    assert isinstance(answers[5], ValueError)
+    assert read_stream(services.app, ids[5]) == []  # nothing recorded for it
+    for n, dispatch_id in enumerate(ids):
+        if n != 5:
+            assert answers[n] == read_stream(services.app, dispatch_id)[0].id
+
+
 def test_positions_reported_for_a_batch_are_where_the_log_holds_each_event(
     services: Services,
 ) -> None:
