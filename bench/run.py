@@ -263,6 +263,8 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
 
 
 FACTS_PAIRS = 8
+# Each route of the facts benchmark and the suffix of its events/s figures.
+_FACTS_ROUTES = (("ingest", "events_per_s"), ("claude", "claude_events_per_s"))
 
 
 def bench_facts_vs_metadata(
@@ -285,7 +287,6 @@ def bench_facts_vs_metadata(
         "full_claude_events_per_s": [],
         "metadata_claude_events_per_s": [],
     }
-    ratios: dict[str, list[float]] = {"ingest": [], "claude": []}
     full_port, names_port = free_port(), free_port()
     try:
         with (
@@ -316,23 +317,27 @@ def bench_facts_vs_metadata(
                 wrk(f"{base}/hooks/claude", CLAUDE_POST_TOOL_USE, 2, unique="UNIQUE")
             for pair in range(pairs):
                 order = ["full", "metadata"] if pair % 2 == 0 else ["metadata", "full"]
-                for route, figure in (
-                    ("ingest", "events_per_s"),
-                    ("claude", "claude_events_per_s"),
-                ):
-                    got: dict[str, float] = {}
+                for route, figure in _FACTS_ROUTES:
                     for side in order:
                         _settle(sides)
                         _quiet(procs)
                         url, body, unique = loads[route][side]
                         measured = wrk(url, body, seconds, unique=unique)
                         assert measured["non2xx"] == 0, measured
-                        got[side] = measured["rps"]
                         rounds[f"{side}_{figure}"].append(measured["rps"])
-                    ratios[route].append(got["full"] / got["metadata"])
     finally:
         names.drop()
     median = {name: statistics.median(values) for name, values in rounds.items()}
+    # Round n of each side is pair n: its two halves measured back to back.
+    ratios = {
+        route: [
+            full / metadata
+            for full, metadata in zip(
+                rounds[f"full_{figure}"], rounds[f"metadata_{figure}"], strict=True
+            )
+        ]
+        for route, figure in _FACTS_ROUTES
+    }
     return {
         "workload": (
             f"ingest (PostToolUse) and Claude route (PostToolUse bodies, each its own "
