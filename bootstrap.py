@@ -177,10 +177,15 @@ def install_process_hooks() -> None:
         os.register_at_fork(after_in_child=forget_buffered_ids)
 
 
-def build_services(settings: Settings) -> Services:
-    """Open stores (creating schemas idempotently, safe across concurrent starts) and wire."""
+def build_services(settings: Settings, *, reading: bool = False) -> Services:
+    """Open stores (creating schemas idempotently, safe across concurrent starts) and wire.
+
+    `reading`: for a command that only reads an existing log (cli/log_presence.py), which
+    must not leave a workspace directory behind where it was run.
+    """
     install_process_hooks()
-    settings.workspace_root.mkdir(parents=True, exist_ok=True)
+    if not reading:
+        settings.workspace_root.mkdir(parents=True, exist_ok=True)
     projections = all_projections()
     attach_signing_key(projections, settings.log_signing_key)
     with schema_lock(settings):

@@ -40,7 +40,7 @@ def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> i
     except ValueError as exc:
         print(f"tachograph activity: {exc}", file=sys.stderr)
         return 2
-    services = build_services(settings)
+    services = build_services(settings, reading=True)
     try:
         services.runner.catch_up()  # what the log holds now, even with no server running
         items, _ = search_activity(services.store, query)

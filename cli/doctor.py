@@ -12,7 +12,6 @@ import json
 import os
 import shlex
 import shutil
-import sqlite3
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -57,19 +56,16 @@ class CheckFailed(Exception):
 
 
 def check_database(settings: Settings) -> str:
-    url = settings.database_url
-    if url is None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(settings.sqlite_path, timeout=3) as conn:
-            conn.execute("SELECT 1")
-        return f"SQLite at {settings.sqlite_path}"
-    import psycopg
+    """The log must already be there: a doctor run in the wrong directory creates nothing."""
+    from cli.log_presence import NoLog, require_log
 
     try:
-        with psycopg.connect(url.conninfo(), connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        raise CheckFailed(f"PostgreSQL at {url.host}:{url.port}/{url.dbname}: {exc}") from None
+        require_log(settings)
+    except NoLog as exc:
+        raise CheckFailed(str(exc)) from None
+    url = settings.database_url
+    if url is None:
+        return f"SQLite at {settings.sqlite_path}"
     return f"PostgreSQL at {url.host}:{url.port}/{url.dbname}, schema {settings.database_schema}"
 
 
@@ -239,13 +235,17 @@ CHECKS: list[tuple[str, Check]] = [
 ]
 
 
-def run_doctor(out: IO[str], environ: dict[str, str] | None = None) -> int:
+def run_doctor(
+    out: IO[str], environ: dict[str, str] | None = None, data_dir: Path | None = None
+) -> int:
     """Run every check; return 0 when all pass."""
     try:
         settings = Settings.from_env(environ)
     except SettingsError as exc:
         print(f"FAIL settings: {exc}", file=out)
         return 1
+    if data_dir is not None:
+        settings = settings.with_(data_dir=data_dir)
     print("ok   settings: environment parsed", file=out)
     env = os.environ if environ is None else environ
     # Unlike the other checks it reads the raw environment: copies of the key hide there.

@@ -12,6 +12,7 @@ import getpass
 import json
 from typing import IO, Any
 
+from cli.log_presence import add_data_dir_option
 from domain.credentials import AGENT, ROLES, Binding, parse_lifetime
 from domain.errors import DomainError
 from infra.settings import Settings
@@ -31,6 +32,7 @@ def add_parser(sub: Any) -> None:
     bound.add_argument("--workspace", metavar="ID", help="agent token: this workspace's sessions")
     listing = keys_sub.add_parser("list", help="every key: role, created, expires, last used")
     listing.add_argument("--json", action="store_true")
+    add_data_dir_option(listing)
     revoke = keys_sub.add_parser("revoke", help="revoke a key on every replica")
     revoke.add_argument("label")
     revoke.add_argument("--reason")
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str], err: IO[str]
     from projections.api_keys import list_keys
 
     actor = f"cli:{_login()}"
-    services = build_services(settings)
+    services = build_services(settings, reading=args.keys_command == "list")
     try:
         if args.keys_command == "list":
             services.runner.catch_up()

@@ -23,6 +23,19 @@ def _settings() -> Any:
         raise SystemExit(2) from None
 
 
+def _log_settings(args: argparse.Namespace) -> Any:
+    """Settings of a command that reads the log: it must exist; nothing is created."""
+    from cli.log_presence import NoLog, require_log, with_data_dir
+
+    settings = with_data_dir(_settings(), args)
+    try:
+        require_log(settings)
+    except NoLog as exc:
+        print(f"tachograph: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return settings
+
+
 def _secrets_of(settings: Any) -> list[str | None]:
     """Values no log line may contain."""
     url = settings.database_url
@@ -120,7 +133,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from infra.event_store import open_application
     from infra.log_reader import event_record, iter_events
 
-    settings = _settings()
+    settings = _log_settings(args)
     if args.session is not None:
         return _export_session(settings, args.session, args.out)
     app = open_application(settings)
@@ -146,7 +159,7 @@ def _export_session(settings: Any, session_id: UUID, out_path: str | None) -> in
     from bootstrap import build_services
     from services.session_export import session_export
 
-    services = build_services(settings)
+    services = build_services(settings, reading=True)
     with ExitStack() as stack:
         stack.callback(services.close)
         services.runner.catch_up()  # the chain's read model holds every link exported
@@ -165,28 +178,28 @@ def cmd_activity(args: argparse.Namespace) -> int:
     """The auditor search of GET /api/activity, as a table or NDJSON."""
     from cli.activity import cli_activity
 
-    return cli_activity(_settings(), args, sys.stdout)
+    return cli_activity(_log_settings(args), args, sys.stdout)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute the log's hash chain; exit 1 at the first break."""
     from cli.audit import cli_verify
 
-    return cli_verify(_settings(), args.against, args.json, sys.stdout)
+    return cli_verify(_log_settings(args), args.against, args.json, sys.stdout)
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     """Export the chain's checkpoints for an auditor to keep."""
     from cli.audit import cli_checkpoints
 
-    return cli_checkpoints(_settings(), args.out, sys.stdout)
+    return cli_checkpoints(_log_settings(args), args.out, sys.stdout)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Rebuild projections from position 0, compare with the live ones, optionally swap."""
     from cli.audit import cli_replay
 
-    return cli_replay(_settings(), args.projection or [], args.swap, args.json, sys.stdout)
+    return cli_replay(_log_settings(args), args.projection or [], args.swap, args.json, sys.stdout)
 
 
 def cmd_hook_install(args: argparse.Namespace) -> int:
@@ -257,14 +270,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
     """Issue, list and revoke credentials directly in the store."""
     from cli.keys import run
 
-    return run(args, _settings(), sys.stdout, sys.stderr)
+    listing = args.keys_command == "list"
+    settings = _log_settings(args) if listing else _settings()
+    return run(args, settings, sys.stdout, sys.stderr)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check configuration, database, hooks, hooks.log and the executor; one line each."""
     from cli.doctor import run_doctor
 
-    return run_doctor(sys.stdout)
+    return run_doctor(sys.stdout, data_dir=args.data_dir)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -282,6 +297,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from cli.log_presence import add_data_dir_option
+
     parser = argparse.ArgumentParser(prog="tachograph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -299,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--after", type=int, default=0)
     export.add_argument("--session", type=UUID, help="only this session's events, with links")
     export.add_argument("--out")
+    add_data_dir_option(export)
     export.set_defaults(func=cmd_export)
 
     activity = sub.add_parser("activity", help="search recorded tool calls across sessions")
@@ -311,21 +329,25 @@ def build_parser() -> argparse.ArgumentParser:
     activity.add_argument("--until", help="ISO-8601 time with a zone; calls before it")
     activity.add_argument("--limit", type=int, default=50)
     activity.add_argument("--format", choices=["table", "ndjson"], default="table")
+    add_data_dir_option(activity)
     activity.set_defaults(func=cmd_activity)
 
     verify = sub.add_parser("verify", help="verify the log's hash chain against its checkpoints")
     verify.add_argument("--against", metavar="FILE", help="checkpoints exported earlier")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_data_dir_option(verify)
     verify.set_defaults(func=cmd_verify)
 
     checkpoints = sub.add_parser("checkpoints", help="export the log's signed checkpoints")
     checkpoints.add_argument("--out", metavar="FILE")
+    add_data_dir_option(checkpoints)
     checkpoints.set_defaults(func=cmd_checkpoints)
 
     replay = sub.add_parser("replay", help="rebuild projections and compare with the live ones")
     replay.add_argument("--projection", action="append", metavar="NAME")
     replay.add_argument("--swap", action="store_true", help="replace the live tables atomically")
     replay.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_data_dir_option(replay)
     replay.set_defaults(func=cmd_replay)
 
     hook = sub.add_parser("hook", help="agent hook adapters")
@@ -363,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     doctor = sub.add_parser("doctor", help="check configuration, database, hooks and executor")
+    add_data_dir_option(doctor)
     doctor.set_defaults(func=cmd_doctor)
     return parser
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap import build_services
 from infra.settings import Settings
 from tests.support import Server, env_for
 
@@ -32,6 +33,7 @@ def doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) -> None:
+    build_services(settings).close()  # the server has run: its log exists
     env = {
         **env_for(settings.with_(api_key="doctor-admin-key")),
         "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin",
@@ -55,7 +57,7 @@ def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) ->
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
 def test_each_problem_is_reported_and_fails(settings: Settings) -> None:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    build_services(settings).close()
     (settings.data_dir / "hooks.log").write_text(
         json.dumps({"at": "now", "event": "PreToolUse", "error": "connection refused"}) + "\n"
     )
@@ -97,6 +99,7 @@ def test_unreachable_database_fails(settings: Settings) -> None:
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
 def test_runtime_hooks_that_cannot_work_are_reported(settings: Settings, tmp_path: Path) -> None:
+    build_services(settings).close()
     home = tmp_path / "home"
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))

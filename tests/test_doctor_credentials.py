@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from bootstrap import build_services
+from infra.settings import Settings
+
 VENV_BIN = str(Path(sys.executable).parent)
 ADMIN_KEY = "adm-7f3c9a1e5b2d-doctor"
 AGENT_TOKEN_HINT = "tachograph keys issue --role agent --session ID"
@@ -40,6 +43,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     """A healthy setup guarded by the admin key, with an empty workspace root and home."""
     (tmp_path / "workspace").mkdir()
     (tmp_path / "home").mkdir()
+    # The server has run here: doctor checks an existing log and creates none.
+    build_services(Settings(data_dir=tmp_path / "data", workspace_root=tmp_path)).close()
     return {
         "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin",
         "HOME": str(tmp_path / "home"),

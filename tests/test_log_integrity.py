@@ -191,6 +191,7 @@ def test_cli_verify_rejects_a_file_that_is_not_a_checkpoint_export(
 ) -> None:
     bogus = tmp_path / "bogus.json"
     bogus.write_text('{"checkpoints": []}')
+    build_services(settings).close()  # a log to verify: verify refuses to invent one
     result = run_cli(settings, "verify", "--against", str(bogus))
     assert result.returncode == 2
     assert "is not a tachograph-checkpoints/1 file" in result.stderr
