@@ -5,45 +5,52 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime
 from typing import Any, TextIO
 
 from bootstrap import build_services
+from cli.cli_values import BadValue, parse_when, resolve_session
 from infra.settings import Settings
 from projections.activity import ActivityQuery, search_activity
 from projections.base import iso
+from projections.sessions import session_ids_starting
 
+# The status column's words, accepted by --outcome beside the decisions themselves.
+OUTCOME_WORDS = {"passed": "pass", "allowed": "pass", "denied": "deny", "modified": "modify"}
 _COLUMNS = (("at", 27), ("sessionId", 36), ("tool", 12), ("decision", 8), ("status", 11))
 
 
 def _time(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError(f"{flag} needs a time zone (for example 2026-12-01T00:00:00Z)")
-    return iso(parsed)
+    return None if value is None else iso(parse_when(value, flag))
 
 
 def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    outcome = OUTCOME_WORDS.get(args.outcome, args.outcome) if args.outcome else None
     try:
-        query = ActivityQuery(
-            tool=args.tool,
-            contains=args.contains,
-            workspace_id=args.workspace_id,
-            session_id=str(args.session_id) if args.session_id else None,
-            outcome=args.outcome,
-            since=_time(args.since, "--since"),
-            until=_time(args.until, "--until"),
-            limit=max(1, min(args.limit, 1000)),
-        )
-    except ValueError as exc:
+        since, until = _time(args.since, "--since"), _time(args.until, "--until")
+    except BadValue as exc:
         print(f"tachograph activity: {exc}", file=sys.stderr)
         return 2
     services = build_services(settings, reading=True)
     try:
         services.runner.catch_up()  # what the log holds now, even with no server running
+        session_id = None
+        if args.session_id is not None:
+            known = session_ids_starting(services.store, args.session_id.strip().lower())
+            session_id = str(resolve_session(args.session_id, "--session", known))
+        query = ActivityQuery(
+            tool=args.tool,
+            contains=args.contains,
+            workspace_id=args.workspace_id,
+            session_id=session_id,
+            outcome=outcome,
+            since=since,
+            until=until,
+            limit=max(1, min(args.limit, 1000)),
+        )
         items, _ = search_activity(services.store, query)
+    except (BadValue, ValueError) as exc:
+        print(f"tachograph activity: {exc}", file=sys.stderr)
+        return 2
     finally:
         services.close()
     if args.format == "ndjson":

@@ -12,10 +12,12 @@ import getpass
 import json
 from typing import IO, Any
 
+from cli.cli_values import resolve_session
 from cli.log_presence import add_data_dir_option
 from domain.credentials import AGENT, ROLES, Binding, parse_lifetime
 from domain.errors import DomainError
 from infra.settings import Settings
+from projections.sessions import session_ids_starting
 
 COLUMNS = ("label", "role", "bound to", "created", "expires", "last used", "revoked")
 
@@ -61,7 +63,9 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str], err: IO[str]
                     args.role,
                     actor,
                     lifetime=parse_lifetime(args.expires) if args.expires else None,
-                    binding=Binding(session_id=args.session, workspace_id=args.workspace),
+                    binding=Binding(
+                        session_id=_session(services, args.session), workspace_id=args.workspace
+                    ),
                 )
                 services.runner.catch_up()
                 expires = (
@@ -82,6 +86,15 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str], err: IO[str]
             return 1
     finally:
         services.close()
+
+
+def _session(services: Any, typed: str | None) -> str | None:
+    """The session a token is bound to: its id, or the start of one the page shows."""
+    if typed is None:
+        return None
+    services.runner.catch_up()
+    known = session_ids_starting(services.store, typed.strip().lower())
+    return str(resolve_session(typed, "--session", known))
 
 
 def _login() -> str:

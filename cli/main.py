@@ -1,4 +1,6 @@
-"""The `tachograph` command. Imports are lazy so `tachograph hook ...` stays lean."""
+"""Tachograph: the control plane for AI coding agents (serve, audit, keys, hooks)."""
+
+# Imports are lazy so `tachograph hook ...`, spawned for every tool call, stays lean.
 
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
         return None
     pin_to(cpu)
     logging.getLogger("tachograph").info(
-        "serving on CPU %d, projections on any (TACHOGRAPH_SERVE_CPU=all: all on any)", cpu
+        "serving on CPU %d, projections on any CPU (TACHOGRAPH_SERVE_CPU=all: no pinning)", cpu
     )
 
     def free_runner(services: Any) -> None:
@@ -297,6 +299,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from cli.cli_values import TIME_FORMS
     from cli.log_presence import add_data_dir_option
 
     parser = argparse.ArgumentParser(prog="tachograph", description=__doc__)
@@ -323,10 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     activity.add_argument("--tool")
     activity.add_argument("--contains", help="text in the input summary (any case)")
     activity.add_argument("--workspace", dest="workspace_id")
-    activity.add_argument("--session", dest="session_id", type=UUID)
-    activity.add_argument("--outcome", choices=["pass", "deny", "modify"])
-    activity.add_argument("--since", help="ISO-8601 time with a zone; calls at or after it")
-    activity.add_argument("--until", help="ISO-8601 time with a zone; calls before it")
+    activity.add_argument(
+        "--session", dest="session_id", help="a session id, or its first characters"
+    )
+    activity.add_argument(
+        "--outcome", choices=["pass", "deny", "modify", "passed", "allowed", "denied", "modified"]
+    )
+    activity.add_argument("--since", help=f"calls at or after: {TIME_FORMS}")
+    activity.add_argument("--until", help=f"calls before: {TIME_FORMS}")
     activity.add_argument("--limit", type=int, default=50)
     activity.add_argument("--format", choices=["table", "ndjson"], default="table")
     add_data_dir_option(activity)

@@ -19,7 +19,7 @@ from domain.credentials import (
     new_secret,
     secret_digest,
 )
-from domain.errors import AlreadyExists, RuleViolation
+from domain.errors import AlreadyExists, NotFound, RuleViolation
 
 REASON_LIMIT = 500
 
@@ -82,6 +82,9 @@ class KeyService:
     def revoke(self, label: str, actor: str, reason: str | None = None) -> Recorded:
         if reason is not None and len(reason) > REASON_LIMIT:
             raise RuleViolation(f"reason is longer than {REASON_LIMIT} characters.")
-        key = self.app.load(ApiKey, api_key_id(label), "Key")
+        try:
+            key = self.app.load(ApiKey, api_key_id(label), "Key")
+        except NotFound:
+            raise NotFound(f"No key is labelled {label!r}.") from None
         key.revoke(actor, reason)
         return Recorded(key.id, self.app.record(key))

@@ -112,6 +112,6 @@ def configure_logging(level: str = "INFO", secrets: Iterable[str | None] = ()) -
         logger = logging.getLogger(name)
         logger.handlers[:] = []
         logger.propagate = True
-    # Libraries chatty at INFO about every outbound call or job run.
-    for name in ("httpx", "httpcore", "apscheduler.executors.default"):
+    # Libraries chatty at INFO about every outbound call, job run or job added at start-up.
+    for name in ("httpx", "httpcore", "apscheduler.executors.default", "apscheduler.scheduler"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

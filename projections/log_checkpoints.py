@@ -169,12 +169,16 @@ def insert_checkpoint(cur: Cursor, checkpoint: Checkpoint) -> None:
     )
 
 
+_warned_unsigned: list[bool] = []
+
+
 def attach_signing_key(projections: Iterable[Projection], key: str | None) -> None:
     """Give the live chain projection the key its checkpoints are signed with."""
     for projection in projections:
         if isinstance(projection, LogChainProjection):
             projection.signing_key = key
-            if key is None and projection.records_checkpoints:
+            if key is None and projection.records_checkpoints and not _warned_unsigned:
+                _warned_unsigned.append(True)  # once per process, however many builds
                 log.warning(
                     "TACHOGRAPH_LOG_SIGNING_KEY is unset: log checkpoints are recorded "
                     "unsigned, so they prove nothing against someone who can rewrite the "

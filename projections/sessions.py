@@ -265,6 +265,15 @@ def session_ids_of_workspace(store: ReadStore, workspace: str) -> list[str]:
     return [r["id"] for r in rows]
 
 
+def session_ids_starting(store: ReadStore, prefix: str, limit: int = 6) -> list[str]:
+    """Session ids that start with `prefix` (a short id as the operator page shows it)."""
+    rows = store.query(
+        "SELECT id FROM rm_sessions WHERE id LIKE ? ORDER BY id LIMIT ?",
+        (prefix.replace("%", "").replace("_", "") + "%", limit),
+    )
+    return [str(r["id"]) for r in rows]
+
+
 def session_exists(store: ReadStore, session_id: str) -> bool:
     """Whether the read model has this (live) session."""
     return store.query_one("SELECT 1 AS x FROM rm_sessions WHERE id = ?", (session_id,)) is not None

@@ -33,6 +33,18 @@ def env_for(settings: Settings) -> dict[str, str]:
     return env
 
 
+def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`tachograph ARGS...` in a child process on the stores of `settings`."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env_for(settings),
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def applied_within(runner: ProjectionRunner, position: int, seconds: float) -> bool:
     """Whether the runner applies `position` within `seconds`.
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from infra.settings import Settings
-from tests.support import env_for
+from tests.support import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-" + "Qw3rTy7uI9oP1aS5dF8g" * 2
@@ -148,14 +147,7 @@ def test_the_cli_searches_as_the_api_does(client: TestClient, settings: Settings
     expected = search(client, at, contains="push --force")["items"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "cli.main", "activity", *args],
-            env=env_for(settings),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_cli(settings, "activity", *args)
 
     ndjson = run("--contains", "push --force", "--format", "ndjson")
     assert ndjson.returncode == 0, ndjson.stderr
@@ -168,6 +160,25 @@ def test_the_cli_searches_as_the_api_does(client: TestClient, settings: Settings
     naive = run("--since", "2026-12-01T00:00:00")
     assert naive.returncode == 2 and "time zone" in naive.stderr
     assert str(uuid.UUID(expected[0]["sessionId"])) == expected[0]["sessionId"]
+    # What a person types: relative times, the page's short ids, the status column's words.
+    recent = run("--since", "yesterday", "--until", "now", "--format", "ndjson")
+    assert recent.returncode == 0, recent.stderr
+    assert len(recent.stdout.splitlines()) == 5
+    assert run("--since", "1h", "--format", "ndjson").stdout == recent.stdout
+    assert run("--until", "2h", "--format", "ndjson").stdout == ""
+    vague = run("--since", "last tuesday")
+    assert vague.returncode == 2 and "'last tuesday' is not a time" in vague.stderr
+    pushed = expected[0]["sessionId"]
+    short = run("--session", pushed[:8], "--format", "ndjson")
+    assert short.returncode == 0, short.stderr
+    assert {json.loads(line)["sessionId"] for line in short.stdout.splitlines()} == {pushed}
+    unknown = run("--session", "ffffffff")
+    assert unknown.returncode == 2 and "'ffffffff': no session id starts with it" in unknown.stderr
+    typo = run("--session", "c1e1-not-hex")
+    assert typo.returncode == 2 and "'c1e1-not-hex' is not a session id" in typo.stderr
+    denied = run("--outcome", "denied", "--format", "ndjson")
+    assert denied.returncode == 0, denied.stderr
+    assert denied.stdout == run("--outcome", "deny", "--format", "ndjson").stdout
 
 
 def test_text_search_uses_each_stores_own_index(client: TestClient) -> None:

@@ -17,6 +17,7 @@ from bootstrap import Services, build_services
 from domain.log_chain import signing_key_id
 from domain.log_verify import VerifyReport
 from infra.settings import Settings
+from projections import log_checkpoints
 from projections.log_checkpoints import CHECKPOINTS_TABLE, LINKS_TABLE, LogChainProjection
 from projections.runner import ProjectionRunner
 from services.log_audit import verify_log
@@ -95,8 +96,10 @@ def test_forged_and_deleted_checkpoints_are_caught(settings: Settings) -> None:
 
 
 def test_unset_key_records_unsigned_checkpoints_with_a_warning(
-    settings: Settings, caplog: pytest.LogCaptureFixture
+    settings: Settings, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The warning is printed once per process; this test stands for a fresh process.
+    monkeypatch.setattr(log_checkpoints, "_warned_unsigned", [])
     with caplog.at_level(logging.WARNING):
         services = build_services(settings)
     try:
