@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from api.auth import AuthMiddleware
 from api.errors import install_error_handlers
@@ -70,7 +71,7 @@ def create_app(
         finally:
             services.stop()
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="Tachograph",
         version="0.1.0",
         summary="Event-sourced control plane for AI coding agents.",
