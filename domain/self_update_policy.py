@@ -78,6 +78,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from domain.bash_syntax import (
+    Group,
+    Lexer,
+    ParseError,
+    Parser,
+    Pipeline,
+    Redirect,
+    Simple,
+    Word,
+    expansion_parts,
+)
+
 OUTSIDE_CLONE = "outside-clone"
 PROTECTED_PATH = "protected-path"
 CREDENTIALS = "credentials"
@@ -422,479 +434,6 @@ def _remote_url(text: str) -> str | None:
     if match and not _loopback(match.group(1)):
         return text
     return None
-
-
-# --- shell lexer and parser ---------------------------------------------------------------
-
-
-class _ParseError(Exception):
-    """Shell text the policy cannot parse with confidence."""
-
-
-@dataclass
-class _Part:
-    kind: str  # "lit", "var", "sub" (command substitution), "proc", "expr"
-    text: str
-
-
-@dataclass
-class _Word:
-    parts: list[_Part]
-    raw: str
-    quoted: bool
-
-
-@dataclass
-class _Op:
-    op: str
-    fd: str = ""
-
-
-@dataclass
-class _Heredoc:
-    delimiter: str
-    quoted: bool
-    strip_tabs: bool
-    fd: str = ""
-    body: str = ""
-
-
-_Token = _Word | _Op | _Heredoc
-
-_OPERATORS = (
-    "&&",
-    "||",
-    ";;&",
-    ";;",
-    ";&",
-    "|&",
-    "&>>",
-    "&>",
-    "<<<",
-    "<<-",
-    "<<",
-    "<>",
-    "<&",
-    ">&",
-    ">>",
-    ">|",
-    ";",
-    "&",
-    "|",
-    "(",
-    ")",
-    "<",
-    ">",
-)
-_META = frozenset(" \t\r\n;&|()<>")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPECIAL_PARAMETERS = frozenset("@*#?$!-0123456789")
-_MAX_NESTING = 24
-_ANSI_ESCAPES = {
-    "a": "\a",
-    "b": "\b",
-    "e": "\x1b",
-    "E": "\x1b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\v",
-    "\\": "\\",
-    "'": "'",
-    '"': '"',
-    "?": "?",
-}
-_ANSI = re.compile(
-    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
-)
-
-
-def _ansi_c(body: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        code = match.group(1)
-        if code[0] in "xuU":
-            return chr(int(code[1:], 16))
-        if code[0] in "01234567":
-            return chr(int(code, 8))
-        if code[0] == "c":
-            return chr(ord(code[1]) & 0x1F)
-        return _ANSI_ESCAPES.get(code, "\\" + code)
-
-    return _ANSI.sub(one, body)
-
-
-class _Lexer:
-    """Tokens of shell text; substitutions are kept as source, judged when expanded."""
-
-    def __init__(self, src: str, start: int = 0, nesting: int = 0) -> None:
-        if nesting > _MAX_NESTING:
-            raise _ParseError("substitutions nested too deeply")
-        self.src, self.i, self.nesting = src, start, nesting
-        self.tokens: list[_Token] = []
-        self.pending: list[_Heredoc] = []
-        self.word_end = -1
-
-    def run(self, *, until_paren: bool = False) -> int:
-        """Lex to the end (or to the `)` closing a `$(`, whose index is returned)."""
-        src, depth = self.src, 0
-        while self.i < len(src):
-            c = src[self.i]
-            if c in " \t\r":
-                self.i += 1
-            elif src.startswith("\\\n", self.i):
-                self.i += 2
-            elif c == "\n":
-                self.i += 1
-                self.tokens.append(_Op("\n"))
-                self._heredoc_bodies()
-            elif c == "#":
-                end = src.find("\n", self.i)
-                self.i = len(src) if end < 0 else end
-            elif c == ")" and until_paren and depth == 0:
-                if self.pending:
-                    raise _ParseError("here-document not terminated inside `$(...)`")
-                return self.i
-            elif c in "<>" and src.startswith("(", self.i + 1):
-                self.tokens.append(self._process_substitution())
-            elif c in _META:
-                depth += {"(": 1, ")": -1}.get(c, 0)
-                self._operator()
-            else:
-                self.tokens.append(self._word())
-        if until_paren:
-            raise _ParseError("unclosed `$(`")
-        self.pending.clear()  # a here-document cut off by the end of the text is empty
-        return self.i
-
-    def _operator(self) -> None:
-        op = next(o for o in _OPERATORS if self.src.startswith(o, self.i))
-        fd = ""
-        last = self.tokens[-1] if self.tokens else None
-        if (
-            op[0] in "<>"
-            and isinstance(last, _Word)
-            and last.raw.isdigit()
-            and self.word_end == self.i
-        ):
-            fd = last.raw
-            self.tokens.pop()
-        self.i += len(op)
-        if op in ("<<", "<<-"):
-            while self.i < len(self.src) and self.src[self.i] in " \t":
-                self.i += 1
-            if self.i >= len(self.src) or self.src[self.i] in _META:
-                raise _ParseError("here-document without a delimiter")
-            word = self._word()
-            if all(p.kind == "lit" for p in word.parts):
-                delimiter = "".join(p.text for p in word.parts)
-            else:
-                delimiter = re.sub(r"[\"'\\]", "", word.raw)
-            doc = _Heredoc(delimiter, word.quoted, op == "<<-", fd)
-            self.tokens.append(doc)
-            self.pending.append(doc)
-            return
-        self.tokens.append(_Op(op, fd))
-
-    def _heredoc_bodies(self) -> None:
-        src = self.src
-        for doc in self.pending:
-            lines = []
-            while self.i < len(src):
-                end = src.find("\n", self.i)
-                line = src[self.i :] if end < 0 else src[self.i : end]
-                self.i = len(src) if end < 0 else end + 1
-                if doc.strip_tabs:
-                    line = line.lstrip("\t")
-                if line == doc.delimiter:
-                    break
-                lines.append(line)
-            doc.body = "\n".join(lines)
-        self.pending.clear()
-
-    def _word(self) -> _Word:
-        src, start = self.src, self.i
-        parts: list[_Part] = []
-        quoted = False
-        while self.i < len(src) and src[self.i] not in _META:
-            c = src[self.i]
-            if c == "\\":
-                if not src.startswith("\\\n", self.i):
-                    quoted = True
-                    parts.append(_Part("lit", src[self.i + 1 : self.i + 2]))
-                self.i += 2
-            elif c == "'":
-                end = src.find("'", self.i + 1)
-                if end < 0:
-                    raise _ParseError("unterminated single quote")
-                quoted = True
-                parts.append(_Part("lit", src[self.i + 1 : end]))
-                self.i = end + 1
-            elif c == '"':
-                quoted = True
-                self.i += 1
-                parts.extend(self._double_quoted())
-            elif src.startswith("$'", self.i):
-                quoted = True
-                parts.append(self._ansi_quoted())
-            elif src.startswith('$"', self.i):
-                quoted = True
-                self.i += 2
-                parts.extend(self._double_quoted())
-            elif c == "$":
-                parts.append(self._dollar())
-            elif c == "`":
-                parts.append(self._backtick())
-            else:
-                j = self.i
-                while j < len(src) and src[j] not in _META and src[j] not in "\\'\"$`":
-                    j += 1
-                parts.append(_Part("lit", src[self.i : j]))
-                self.i = j
-        self.word_end = self.i
-        return _Word(parts, src[start : self.i], quoted)
-
-    def _double_quoted(self, *, heredoc: bool = False) -> list[_Part]:
-        """Parts of double-quoted text (or of an expanding here-document body)."""
-        src = self.src
-        parts: list[_Part] = []
-        buf: list[str] = []
-        escapable = "$`\\\n" if heredoc else '$`"\\\n'
-        while True:
-            if self.i >= len(src):
-                if heredoc:
-                    break
-                raise _ParseError("unterminated double quote")
-            c = src[self.i]
-            nxt = src[self.i + 1 : self.i + 2]
-            if c == '"' and not heredoc:
-                self.i += 1
-                break
-            if c == "\\" and nxt and nxt in escapable:
-                if nxt != "\n":
-                    buf.append(nxt)
-                self.i += 2
-            elif c == "$" and nxt and (nxt in "({_" or nxt.isalnum() or nxt in "@*#?$!-"):
-                parts.append(_Part("lit", "".join(buf)))
-                buf = []
-                parts.append(self._dollar())
-            elif c == "`":
-                parts.append(_Part("lit", "".join(buf)))
-                buf = []
-                parts.append(self._backtick())
-            else:
-                buf.append(c)
-                self.i += 1
-        parts.append(_Part("lit", "".join(buf)))
-        return [p for p in parts if p.kind != "lit" or p.text]
-
-    def _dollar(self) -> _Part:
-        src, i = self.src, self.i
-        nxt = src[i + 1 : i + 2]
-        if src.startswith("$((", i):
-            end = self._balanced(i + 1, "(", ")")
-            self.i = end
-            # Bash falls back to a command substitution when this is not arithmetic,
-            # so the content is judged as commands too.
-            return _Part("sub", src[i + 2 : end - 1])
-        if nxt == "(":
-            inner = _Lexer(src, i + 2, self.nesting + 1)
-            close = inner.run(until_paren=True)
-            self.i = close + 1
-            return _Part("sub", src[i + 2 : close])
-        if nxt == "{":
-            end = self._balanced(i + 1, "{", "}")
-            self.i = end
-            body = src[i + 2 : end - 1]
-            if _NAME.fullmatch(body) or (len(body) == 1 and body in _SPECIAL_PARAMETERS):
-                return _Part("var", body)
-            return _Part("expr", body)
-        if nxt and (nxt == "_" or nxt.isalpha()):
-            match = _NAME.match(src, i + 1)
-            assert match is not None
-            self.i = match.end()
-            return _Part("var", match.group())
-        if nxt and nxt in _SPECIAL_PARAMETERS:
-            self.i = i + 2
-            return _Part("var", nxt)
-        self.i = i + 1
-        return _Part("lit", "$")
-
-    def _balanced(self, i: int, opening: str, closing: str) -> int:
-        """Index just past the ``closing`` that matches the ``opening`` at ``i``."""
-        src, depth, j = self.src, 0, i
-        while j < len(src):
-            c = src[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c in "'\"":
-                end = j + 1
-                while end < len(src) and src[end] != c:
-                    end += 2 if src[end] == "\\" and c == '"' else 1
-                if end >= len(src):
-                    raise _ParseError("unterminated quote")
-                j = end + 1
-                continue
-            if src.startswith("$(", j) and not src.startswith("$((", j):
-                j = _Lexer(src, j + 2, self.nesting + 1).run(until_paren=True) + 1
-                continue
-            if c == opening:
-                depth += 1
-            elif c == closing:
-                depth -= 1
-                if depth == 0:
-                    return j + 1
-            j += 1
-        raise _ParseError(f"unclosed `{opening}`")
-
-    def _backtick(self) -> _Part:
-        src, j, buf = self.src, self.i + 1, []
-        while j < len(src):
-            c = src[j]
-            if c == "\\" and src[j + 1 : j + 2] in ("`", "$", "\\"):
-                buf.append(src[j + 1])
-                j += 2
-                continue
-            if c == "`":
-                self.i = j + 1
-                return _Part("sub", "".join(buf))
-            buf.append(c)
-            j += 1
-        raise _ParseError("unterminated backtick")
-
-    def _ansi_quoted(self) -> _Part:
-        src, j = self.src, self.i + 2
-        while j < len(src) and src[j] != "'":
-            j += 2 if src[j] == "\\" else 1
-        if j >= len(src):
-            raise _ParseError("unterminated $'...'")
-        body = src[self.i + 2 : j]
-        self.i = j + 1
-        return _Part("lit", _ansi_c(body))
-
-    def _process_substitution(self) -> _Word:
-        start = self.i
-        close = _Lexer(self.src, start + 2, self.nesting + 1).run(until_paren=True)
-        self.i = close + 1
-        self.word_end = self.i
-        return _Word([_Part("proc", self.src[start + 2 : close])], self.src[start : self.i], False)
-
-
-def _expansion_parts(text: str) -> list[_Part]:
-    """Parts of an expanding here-document body or ``${...}`` text."""
-    return _Lexer(text)._double_quoted(heredoc=True)
-
-
-@dataclass
-class _Redirect:
-    op: str
-    fd: str
-    target: _Word | None = None
-    heredoc: _Heredoc | None = None
-
-
-@dataclass
-class _Simple:
-    words: list[_Word]
-    redirects: list[_Redirect]
-
-
-@dataclass
-class _Group:
-    body: list[_Pipeline]
-    redirects: list[_Redirect]
-
-
-@dataclass
-class _Pipeline:
-    commands: list[_Simple | _Group]
-
-
-_SEPARATORS = frozenset({";", "&", "&&", "||", "\n", ";;", ";&", ";;&"})
-_REDIRECT_OPS = frozenset({">", ">>", "<", "<>", ">|", "&>", "&>>", ">&", "<&", "<<<"})
-
-
-class _Parser:
-    def __init__(self, tokens: list[_Token]) -> None:
-        self.tokens, self.pos = tokens, 0
-
-    def _peek(self, ahead: int = 0) -> _Token | None:
-        index = self.pos + ahead
-        return self.tokens[index] if index < len(self.tokens) else None
-
-    def _is_op(self, token: _Token | None, *ops: str) -> bool:
-        return isinstance(token, _Op) and token.op in ops
-
-    def parse(self) -> list[_Pipeline]:
-        return self._list(inside=False)
-
-    def _list(self, *, inside: bool) -> list[_Pipeline]:
-        items: list[_Pipeline] = []
-        while (token := self._peek()) is not None:
-            if isinstance(token, _Op) and token.op in _SEPARATORS:
-                self.pos += 1
-            elif self._is_op(token, ")"):
-                if inside:
-                    return items
-                raise _ParseError("unbalanced `)`")
-            else:
-                items.append(self._pipeline())
-        if inside:
-            raise _ParseError("unclosed `(`")
-        return items
-
-    def _pipeline(self) -> _Pipeline:
-        commands = [self._command()]
-        while self._is_op(self._peek(), "|", "|&"):
-            self.pos += 1
-            while self._is_op(self._peek(), "\n"):
-                self.pos += 1
-            commands.append(self._command())
-        return _Pipeline(commands)
-
-    def _command(self) -> _Simple | _Group:
-        if self._is_op(self._peek(), "("):
-            self.pos += 1
-            body = self._list(inside=True)
-            self.pos += 1
-            return _Group(body, self._redirects())
-        words: list[_Word] = []
-        redirects: list[_Redirect] = []
-        while (token := self._peek()) is not None:
-            if isinstance(token, _Word):
-                words.append(token)
-                self.pos += 1
-            elif isinstance(token, _Heredoc) or token.op in _REDIRECT_OPS:
-                redirects.extend(self._redirects())
-            elif token.op == "(" and len(words) == 1 and self._is_op(self._peek(1), ")"):
-                # `name () body`: a function definition; its body follows and is judged
-                # as if it ran.
-                self.pos += 2
-                return _Simple([], [])
-            elif token.op == "(":
-                raise _ParseError("unexpected `(`")
-            else:
-                break
-        if not words and not redirects:
-            raise _ParseError("a pipe or operator without a command")
-        return _Simple(words, redirects)
-
-    def _redirects(self) -> list[_Redirect]:
-        out: list[_Redirect] = []
-        while (token := self._peek()) is not None:
-            if isinstance(token, _Heredoc):
-                out.append(_Redirect("<<", token.fd, heredoc=token))
-                self.pos += 1
-            elif isinstance(token, _Op) and token.op in _REDIRECT_OPS:
-                target = self._peek(1)
-                if not isinstance(target, _Word):
-                    raise _ParseError(f"`{token.op}` without a target")
-                out.append(_Redirect(token.op, token.fd, target=target))
-                self.pos += 2
-            else:
-                break
-        return out
 
 
 # --- shell evaluation ---------------------------------------------------------------------
@@ -1297,10 +836,10 @@ class _Shell:
         if depth > _MAX_DEPTH:
             return _unseen(src, "commands are nested too deeply")
         try:
-            lexer = _Lexer(src)
+            lexer = Lexer(src)
             lexer.run()
-            tree = _Parser(lexer.tokens).parse()
-        except (_ParseError, RecursionError) as error:
+            tree = Parser(lexer.tokens).parse()
+        except (ParseError, RecursionError) as error:
             return Denial(
                 UNRESTRICTED_SHELL,
                 f"The shell command {_code(src)} could not be parsed ({error}), so the "
@@ -1308,12 +847,12 @@ class _Shell:
             )
         return self._pipelines(tree, state, depth)
 
-    def _pipelines(self, pipelines: list[_Pipeline], state: _State, depth: int) -> Denial | None:
+    def _pipelines(self, pipelines: list[Pipeline], state: _State, depth: int) -> Denial | None:
         for pipeline in pipelines:
             alone = len(pipeline.commands) == 1
             for index, command in enumerate(pipeline.commands):
                 own = state if alone else state.fork()  # pipeline stages run in subshells
-                if isinstance(command, _Group):
+                if isinstance(command, Group):
                     denial = self._pipelines(command.body, own.fork(), depth) or self._redirects(
                         command.redirects, own, depth
                     )
@@ -1325,7 +864,7 @@ class _Shell:
 
     # -- expansion --
 
-    def _expand(self, word: _Word, state: _State) -> tuple[_Arg, list[str]]:
+    def _expand(self, word: Word, state: _State) -> tuple[_Arg, list[str]]:
         out: list[str] = []
         subs: list[str] = []
         dynamic = False
@@ -1345,7 +884,7 @@ class _Shell:
                 subs.append(part.text)
                 out.append("/dev/fd/63")
             else:  # ${...} with operators: judge any substitution inside, value unknown
-                subs.extend(p.text for p in _expansion_parts(part.text) if p.kind == "sub")
+                subs.extend(p.text for p in expansion_parts(part.text) if p.kind == "sub")
                 out.append(_UNKNOWN)
                 dynamic = True
         return _Arg("".join(out), word.raw, dynamic), subs
@@ -1371,14 +910,14 @@ class _Shell:
 
     # -- one simple command --
 
-    def _simple(self, command: _Simple, state: _State, piped: bool, depth: int) -> Denial | None:
+    def _simple(self, command: Simple, state: _State, piped: bool, depth: int) -> Denial | None:
         expanded = [self._expand(word, state) for word in command.words]
         targets = [self._expand(r.target, state) for r in command.redirects if r.target is not None]
         subs = [s for _, found in expanded + targets for s in found]
         for redirect in command.redirects:
             doc = redirect.heredoc
             if doc is not None and not doc.quoted:
-                subs.extend(p.text for p in _expansion_parts(doc.body) if p.kind == "sub")
+                subs.extend(p.text for p in expansion_parts(doc.body) if p.kind == "sub")
         for sub in subs:  # substitutions run before the command they feed
             denial = self.script(sub, state.fork(), depth + 1)
             if denial:
@@ -1428,7 +967,7 @@ class _Shell:
                     return denial
         return None
 
-    def _stdin(self, redirects: list[_Redirect], state: _State) -> _Arg | None:
+    def _stdin(self, redirects: list[Redirect], state: _State) -> _Arg | None:
         stdin = None
         for redirect in redirects:
             if redirect.fd not in ("", "0"):
@@ -1438,13 +977,13 @@ class _Shell:
                 if doc.quoted:
                     stdin = _Arg(doc.body, "<<" + doc.delimiter)
                 else:
-                    arg, _ = self._expand(_Word(_expansion_parts(doc.body), doc.body, False), state)
+                    arg, _ = self._expand(Word(expansion_parts(doc.body), doc.body, False), state)
                     stdin = _Arg(arg.value, "<<" + doc.delimiter, arg.dynamic)
             elif redirect.op == "<<<" and redirect.target is not None:
                 stdin, _ = self._expand(redirect.target, state)
         return stdin
 
-    def _redirects(self, redirects: list[_Redirect], state: _State, depth: int) -> Denial | None:
+    def _redirects(self, redirects: list[Redirect], state: _State, depth: int) -> Denial | None:
         for redirect in redirects:
             if redirect.target is None or redirect.op == "<<<":
                 continue
