@@ -20,6 +20,7 @@ class ParseError(Exception):
 class Part:
     kind: str  # "lit", "var", "sub" (command substitution), "proc", "expr"
     text: str
+    quoted: bool = False  # inside double quotes: expanded without word splitting
 
 
 @dataclass
@@ -262,11 +263,11 @@ class Lexer:
             elif c == "$" and nxt and (nxt in "({_" or nxt.isalnum() or nxt in "@*#?$!-"):
                 parts.append(Part("lit", "".join(buf)))
                 buf = []
-                parts.append(self._dollar())
+                parts.append(_quoted(self._dollar()))
             elif c == "`":
                 parts.append(Part("lit", "".join(buf)))
                 buf = []
-                parts.append(self._backtick())
+                parts.append(_quoted(self._backtick()))
             else:
                 buf.append(c)
                 self.i += 1
@@ -366,6 +367,11 @@ class Lexer:
         return Word([Part("proc", self.src[start + 2 : close])], self.src[start : self.i], False)
 
 
+def _quoted(part: Part) -> Part:
+    part.quoted = True
+    return part
+
+
 def expansion_parts(text: str) -> list[Part]:
     """Parts of an expanding here-document body or ``${...}`` text."""
     return Lexer(text)._double_quoted(heredoc=True)
@@ -383,6 +389,7 @@ class Redirect:
 class Simple:
     words: list[Word]
     redirects: list[Redirect]
+    defines: Word | None = None  # `name () ...`: the function this defines
 
 
 @dataclass
@@ -456,7 +463,7 @@ class Parser:
                 # `name () body`: a function definition; its body follows and is judged
                 # as if it ran.
                 self.pos += 2
-                return Simple([], [])
+                return Simple([], [], defines=words[0])
             elif token.op == "(":
                 raise ParseError("unexpected `(`")
             else:

@@ -89,6 +89,26 @@ from domain.bash_syntax import (
     Word,
     expansion_parts,
 )
+from domain.protected_paths import PROTECTED_COMPONENTS, PROTECTED_NAMES, is_protected
+from domain.shell_allowlist import (
+    ALLOWLIST_RULES,
+    AWK_SED_IO,
+    COMMAND_REDEFINITION,
+    DYNAMIC_COMMAND_WORD,
+    EXEC_CHANGING_ENV,
+    GIT_SUBCOMMANDS,
+    INLINE_INTERPRETER,
+    KNOWN_COMMANDS,
+    PROCESS_CONTROL,
+    PROCESS_CONTROL_TOOLS,
+    READERS,
+    UNANALYSED_WRAPPER,
+    UNANALYSED_WRAPPERS,
+    UNKNOWN_COMMAND,
+    UNRESOLVED_PATH_EXPANSION,
+    changes_execution,
+)
+from domain.shell_programs import awk_io, sed_io
 
 OUTSIDE_CLONE = "outside-clone"
 PROTECTED_PATH = "protected-path"
@@ -99,18 +119,21 @@ PUBLISH = "publish"
 NETWORK = "network"
 SUDO = "sudo"
 UNRESTRICTED_SHELL = "unrestricted-shell"
-RULES = frozenset(
-    {
-        OUTSIDE_CLONE,
-        PROTECTED_PATH,
-        CREDENTIALS,
-        GIT_REMOTE,
-        GIT_CONFIG,
-        PUBLISH,
-        NETWORK,
-        SUDO,
-        UNRESTRICTED_SHELL,
-    }
+RULES = (
+    frozenset(
+        {
+            OUTSIDE_CLONE,
+            PROTECTED_PATH,
+            CREDENTIALS,
+            GIT_REMOTE,
+            GIT_CONFIG,
+            PUBLISH,
+            NETWORK,
+            SUDO,
+            UNRESTRICTED_SHELL,
+        }
+    )
+    | ALLOWLIST_RULES
 )
 
 
@@ -172,13 +195,16 @@ def _words(text: str) -> frozenset[str]:
 
 # --- paths -------------------------------------------------------------------------------
 
-# Placeholders inside expanded shell words: a value only known at run time, and a
-# directory known to be outside the clone ($TMPDIR, $XDG_CONFIG_HOME, ...). Control
-# characters, so no real command text can forge them (top-level input containing them
-# is refused).
+# Placeholders inside expanded shell words: a value only known at run time, a
+# directory known to be outside the clone ($TMPDIR, $XDG_CONFIG_HOME, ...), one of
+# the paths a loop or `find -exec` goes through (each already checked), and the PID
+# of a job the agent's shell started (`$!`). Control characters, so no real command
+# text can forge them (top-level input containing them is refused).
 _UNKNOWN = "\x01"
 _ELSEWHERE = "\x02"
-_FORGEABLE = re.compile("[\x00\x01\x02]")
+_CHECKED = "\x03"
+_JOB = "\x04"
+_FORGEABLE = re.compile("[\x00-\x04]")
 _GLOB = re.compile(r"[*?\[]")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`|,;)]+")
@@ -285,7 +311,7 @@ def _brace_expand(word: str, budget: int = 64) -> list[str] | None:
 
 def _code(text: str, limit: int = 100) -> str:
     """Text quoted for a reason sentence: one line, bounded, in backticks."""
-    flat = " ".join(text.replace(_UNKNOWN, "?").replace(_ELSEWHERE, "?").split())
+    flat = " ".join(re.sub("[\x01-\x04]", "?", text).split())
     if len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     return f"`{flat.replace('`', chr(39))}`"
@@ -306,8 +332,8 @@ class _Scope:
     def resolve(self, value: str, cwd: str) -> str:
         return _normalize(value if value.startswith("/") else f"{cwd}/{value}")
 
-    def check(self, value: str, cwd: str, shown: str) -> Denial | None:
-        """Judge a path as written: relative to ``cwd``, with ``~`` and ``file://``."""
+    def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
+        """Judge a path as written (relative to ``cwd``, with ``~`` and ``file://``)."""
         if not value:
             return None
         if _URL.match(value):
@@ -325,12 +351,16 @@ class _Scope:
         for candidate in candidates:
             if candidate.startswith(("~", _ELSEWHERE)):
                 return self._outside(shown)
-            denial = self.judge(self.resolve(candidate, cwd), shown)
+            if any(_parent_glob(part) for part in candidate.split("/")):
+                return _refused(
+                    UNRESOLVED_PATH_EXPANSION, shown, "its pattern can match `..`, out of the clone"
+                )
+            denial = self.judge(self.resolve(candidate, cwd), shown, write=write)
             if denial:
                 return denial
         return None
 
-    def judge(self, path: str, shown: str) -> Denial | None:
+    def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
         """Judge a normalized absolute path."""
         if path in _DEVICES or path.startswith("/dev/fd/"):
             return None
@@ -344,7 +374,9 @@ class _Scope:
                 )
         if not inside:
             return self._outside(shown)
-        return self._inside(path[len(self.clone) :], shown)
+        return self._inside(path[len(self.clone) :], shown) or (
+            _protected_write(path[len(self.clone) :], shown) if write else None
+        )
 
     def _outside(self, shown: str) -> Denial:
         return Denial(
@@ -383,6 +415,29 @@ class _Scope:
                     "a self-update cycle may not touch.",
                 )
         return None
+
+
+def _parent_glob(part: str) -> bool:
+    """A pattern component that can match ``..`` (a leading dot is matched explicitly)."""
+    return part.startswith(".") and bool(_GLOB.search(part)) and fnmatch.fnmatchcase("..", part)
+
+
+_PROTECTED_SAMPLES = PROTECTED_COMPONENTS | PROTECTED_NAMES | {".github"}
+
+
+def _protected_write(relative: str, shown: str) -> Denial | None:
+    """A write to what instructs an agent, git's own files or CI (domain/protected_paths)."""
+    parts = [p for p in relative.split("/") if p and p != "."]
+    if is_protected("/".join(parts) or ".") or any(
+        _GLOB.search(part) and any(_matches(part.lower(), name) for name in _PROTECTED_SAMPLES)
+        for part in parts
+    ):
+        return Denial(
+            PROTECTED_PATH,
+            f"{_code(shown)} is an agent instruction, git or CI file; a self-update cycle "
+            "may read it with a command that only reads, never write it.",
+        )
+    return None
 
 
 # --- network ------------------------------------------------------------------------------
@@ -446,9 +501,7 @@ class _Arg:
     value: str
     raw: str
     dynamic: bool = False
-
-
-_INPUT = _Arg(_UNKNOWN, "<input>", True)  # what xargs appends from its input
+    expanded: bool = False  # made by a parameter, command or arithmetic expansion
 
 
 @dataclass
@@ -457,9 +510,12 @@ class _State:
     variables: dict[str, str] = field(default_factory=dict)
     oldpwd: str = ""
     stack: list[str] = field(default_factory=list)
+    functions: set[str] = field(default_factory=set)  # defined, their bodies judged
 
     def fork(self) -> _State:
-        return _State(self.cwd, dict(self.variables), self.oldpwd, list(self.stack))
+        return _State(
+            self.cwd, dict(self.variables), self.oldpwd, list(self.stack), set(self.functions)
+        )
 
 
 @dataclass
@@ -474,6 +530,7 @@ class _Call:
     stdin: _Arg | None
     depth: int
     data: set[int] = field(default_factory=set)  # arguments that are not paths
+    writes: bool = True  # whether its paths may be written (READERS only read)
 
     @property
     def shown(self) -> str:
@@ -512,13 +569,10 @@ _COMMAND_VARIABLES = _words(
 _SOURCE_VARIABLE = re.compile(r"INDEX_URL|INDEX|FIND_LINKS|REGISTRY|PROXY|MIRROR|REPOSITORY")
 _STDIN_NAMES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 _GLUED_PATH = re.compile(r"^(?:/[^/\s]|~|\.\./)")
-_DECODE = re.compile(r"b64decode|base64|atob|fromCharCode|codecs\.decode|unhexlify|\\x[0-9a-f]{2}")
-_EXECUTE = re.compile(
-    r"\b(?:exec|eval|system|popen|subprocess|spawn\w*|execSync|child_process|compile|"
-    r"__import__|Function|run)\b"
+_PRIVILEGE = _words(
+    "sudo su doas pkexec runuser sudoedit dzdo chroot nsenter unshare setpriv capsh sg newgrp"
+    " bwrap firejail proot fakeroot"
 )
-
-_PRIVILEGE = frozenset({"sudo", "su", "doas", "pkexec", "runuser", "sudoedit", "dzdo", "chroot"})
 _SHELLS = frozenset(
     {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash", "rbash"}
 )
@@ -668,6 +722,14 @@ _GIT_SAFE_KEYS = _words(
 _GIT_SENSITIVE = re.compile(r"^(?:remote|url|credential|http|https)\b|extraheader|token|password")
 _GIT_REMOTE_COMMANDS = _words(
     "push remote send-email request-pull daemon instaweb http-push http-fetch imap-send svn p4"
+    " send-pack fetch-pack upload-pack receive-pack upload-archive http-backend shell"
+    " remote-http remote-https remote-ftp remote-ftps remote-ext remote-fd cvsimport"
+    " cvsexportcommit cvsserver"
+)
+# Subcommands that write the files they are given (the others read them or the index).
+_GIT_WRITES = _words(
+    "checkout restore rm mv apply am clean clone init worktree archive format-patch bundle"
+    " reset stash switch merge rebase cherry-pick revert submodule sparse-checkout"
 )
 _GIT_FETCH_VALUES = _words(
     "-b --branch -o --origin --depth --deepen --shallow-since --shallow-exclude --reference"
@@ -723,8 +785,8 @@ _PATTERN_ALIASES = {
     "gojq": "jq",
 }
 _DATA_COMMANDS = _words(
-    "echo printf true false : tr basename dirname expr seq yes sleep let type which hash"
-    " unset shift exit return wait read set shopt ulimit umask kill jobs"
+    "echo printf true false : tr basename dirname expr seq yes sleep type which"
+    " unset shift exit return wait set shopt ulimit umask jobs"
 )
 _DELIMITER_OPTIONS = {
     "cut": _words("-d --delimiter"),
@@ -753,17 +815,25 @@ _SIMPLE_WRAPPERS: dict[str, frozenset[str]] = {
     "stdbuf": frozenset({"-i", "-o", "-e"}),
     "time": frozenset({"-f", "-o", "--format", "--output"}),
     "exec": frozenset({"-a"}),
-    "strace": frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-P"}),
-    "ltrace": frozenset({"-o", "-e", "-p", "-s", "-u", "-E"}),
     "chronic": frozenset(),
 }
 _TIMEOUT_VALUES = frozenset({"-s", "--signal", "-k", "--kill-after"})
-_XARGS_VALUES = _words(
-    "-I -n -P -d -E -L -s -a --arg-file --delimiter --max-args --max-procs --max-lines"
-    " --max-chars --replace --eof --process-slot-var"
-)
-_ENV_VALUES = frozenset({"-u", "--unset", "-C", "--chdir"})
+_ENV_VALUES = frozenset({"-u", "--unset"})
 _WATCH_VALUES = frozenset({"-n", "--interval", "-d", "--differences", "-q", "--equexit"})
+# Every name the policy judges by: a function or alias may not take one.
+_NAMED = (
+    KNOWN_COMMANDS
+    | UNANALYSED_WRAPPERS
+    | PROCESS_CONTROL_TOOLS
+    | frozenset(_SIMPLE_WRAPPERS)
+    | _PRIVILEGE
+    | frozenset(_UNRESTRICTED)
+    | _CREDENTIAL_TOOLS
+    | _ALWAYS_NETWORK
+    | _DEPLOY_TOOLS
+    | _KEYWORDS
+    | _words("timeout env busybox command_not_found_handle")
+)
 
 
 def _refused(rule: str, subject: str, why: str) -> Denial:
@@ -828,6 +898,9 @@ class _Shell:
         ):
             for name in names:
                 handlers[name] = handler
+        handlers.update({"kill": self._kill, "hash": self._hash, "enable": self._enable})
+        for name in ("read", "mapfile", "readarray", "let", "getopts", "printf"):
+            handlers[name] = self._sets_variables
         self.handlers = handlers
 
     # -- structure --
@@ -873,8 +946,13 @@ class _Shell:
                 out.append(part.text)
             elif part.kind == "var":
                 value = self._variable(part.text, state)
-                dynamic = dynamic or _UNKNOWN in value
+                if not part.quoted and re.search(r"\s", value):
+                    value = _UNKNOWN  # split into words the policy would have to count
+                dynamic = dynamic or bool(re.search("[\x01\x03\x04]", value))
                 out.append(value)
+            elif part.kind == "sub" and _arithmetic(part.text):
+                out.append(_UNKNOWN)
+                dynamic = True
             elif part.kind == "sub":
                 subs.append(part.text)
                 known = self._known_substitution(part.text, state)
@@ -887,9 +965,15 @@ class _Shell:
                 subs.extend(p.text for p in expansion_parts(part.text) if p.kind == "sub")
                 out.append(_UNKNOWN)
                 dynamic = True
-        return _Arg("".join(out), word.raw, dynamic), subs
+        value = "".join(out)
+        if not re.fullmatch(r"(?:[A-Za-z_]\w*\+?=)?[\x03\x04]", value):
+            value = re.sub("[\x03\x04]", _UNKNOWN, value)  # a marker inside a longer word
+        expanded = any(part.kind != "lit" for part in word.parts)
+        return _Arg(value, word.raw, dynamic, expanded), subs
 
     def _variable(self, name: str, state: _State) -> str:
+        if name == "!":
+            return _JOB
         if name == "HOME":
             return "~"
         if name == "PWD":
@@ -923,6 +1007,16 @@ class _Shell:
             if denial:
                 return denial
         words = command.words
+        for word in words:
+            for part in word.parts:  # `${NAME:=value}` and `$((NAME=1))` assign too
+                names = re.findall(r"^([A-Za-z_]\w*):?=", part.text) if part.kind == "expr" else []
+                if part.kind == "sub" and _arithmetic(part.text):
+                    names = re.findall(r"([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", part.text)
+                for name in names:
+                    if denial := self._env_name(name, word.raw, dynamic=True):
+                        return denial
+        if command.defines is not None:
+            return self._define(command.defines.raw, state)
         args = [arg for arg, _ in expanded]
         i = 0
         while i < len(words):
@@ -930,6 +1024,9 @@ class _Shell:
             if raw in _KEYWORDS and not words[i].quoted:
                 i += 1
             elif raw == "function" and not words[i].quoted:
+                denial = self._define(words[i + 1].raw, state) if i + 1 < len(words) else None
+                if denial:
+                    return denial
                 i += 2
             elif raw in ("for", "select") and not words[i].quoted:
                 return self._loop(args[i + 1 :], state) or self._redirects(
@@ -959,12 +1056,18 @@ class _Shell:
     def _loop(self, header: list[_Arg], state: _State) -> Denial | None:
         if not header:
             return None
-        state.variables[header[0].value] = _UNKNOWN
-        if len(header) > 1 and header[1].value == "in":
-            for arg in header[2:]:
-                denial = self._arg_path(arg, state)
-                if denial:
-                    return denial
+        name = header[0].value
+        denial = self._env_name(name, " ".join(a.raw for a in header), dynamic=True)
+        if denial:
+            return denial
+        items = header[2:] if len(header) > 1 and header[1].value == "in" else []
+        for arg in items:  # checked as written to: the body may write to each
+            denial = self._arg_path(arg, state, write=True)
+            if denial:
+                return denial
+        # Each item was checked as a path, so the variable is one of them (not an option).
+        plain = bool(items) and all(not a.value.startswith("-") for a in items)
+        state.variables[name] = _CHECKED if plain else _UNKNOWN
         return None
 
     def _stdin(self, redirects: list[Redirect], state: _State) -> _Arg | None:
@@ -990,7 +1093,7 @@ class _Shell:
             target, _ = self._expand(redirect.target, state)
             if redirect.op in (">&", "<&") and re.fullmatch(r"\d+-?|-", target.value):
                 continue
-            denial = self.scope.check(target.value, state.cwd, target.raw)
+            denial = self._arg_path(target, state, write=redirect.op not in ("<", "<&"))
             if denial:
                 return denial
         return None
@@ -1000,12 +1103,14 @@ class _Shell:
         name = name.rstrip("+")
         if name in ("HOME", "PWD"):
             return
-        state.variables[name] = value if not arg.dynamic or _UNKNOWN in value else _UNKNOWN
+        kept = not arg.dynamic or value in (_JOB, _CHECKED) or _UNKNOWN in value
+        state.variables[name] = value if kept else _UNKNOWN
 
     def _assignment(self, arg: _Arg, state: _State, depth: int) -> Denial | None:
         """Judge ``NAME=value``: its value as a path, a source URL or a command."""
-        name, _, value = arg.value.partition("=")
-        name = name.rstrip("+").upper()
+        exact, _, value = arg.value.partition("=")
+        exact = exact.rstrip("+")
+        name = exact.upper()
         if name in _COMMAND_VARIABLES and value:
             if arg.dynamic:
                 return _unseen(arg.raw, f"`{name}` holds a command computed at run time")
@@ -1026,12 +1131,34 @@ class _Shell:
             if remote or (name == "GOPROXY" and "direct" in value.lower()):
                 return _network_denial(arg.raw, remote or value)
         if "://" in value or value.lower().startswith("file:"):
-            return self.scope.check(value, state.cwd, arg.raw)
-        for piece in value.split(":"):
-            if piece not in _SYSTEM_BIN:
-                denial = self.scope.check(piece, state.cwd, arg.raw)
-                if denial:
-                    return denial
+            pieces = [value]
+        else:
+            pieces = [piece for piece in value.split(":") if piece not in _SYSTEM_BIN]
+        for piece in pieces:
+            denial = self.scope.check(piece, state.cwd, arg.raw)
+            if denial:
+                return denial
+        return self._env_name(exact, arg.raw, value, dynamic=arg.dynamic)
+
+    def _env_name(self, name: str, shown: str, value: str = "", *, dynamic: bool) -> Denial | None:
+        if changes_execution(name, value, dynamic=dynamic):
+            return _refused(
+                EXEC_CHANGING_ENV,
+                shown,
+                f"`{name}` changes which program runs or what it loads, which a self-update "
+                "cycle may not set",
+            )
+        return None
+
+    def _define(self, name: str, state: _State) -> Denial | None:
+        """A function or alias named ``name``: refused if it would stand for a known command."""
+        if name in self.handlers or name in _NAMED or _PYTHON.match(name):
+            return _refused(
+                COMMAND_REDEFINITION,
+                name,
+                "it redefines a command the self-update policy judges by its name",
+            )
+        state.functions.add(name)
         return None
 
     # -- commands --
@@ -1050,8 +1177,13 @@ class _Shell:
         while args:
             head = args[0]
             globbed = _GLOB.search(head.value) and head.value not in ("[", "[[")
-            if head.dynamic or _UNKNOWN in head.value or globbed:
-                return _unseen(head.raw, "its command name is only known at run time")
+            if head.dynamic or head.expanded or _UNKNOWN in head.value or globbed:
+                return _refused(
+                    DYNAMIC_COMMAND_WORD,
+                    " ".join(a.raw for a in args),
+                    "its command name comes from an expansion, so only the shell knows "
+                    "what it runs; write the command name out",
+                )
             name = posixpath.basename(head.value) if "/" in head.value else head.value
             if "/" in head.value:
                 denial = self._executable(head, state)
@@ -1061,6 +1193,13 @@ class _Shell:
                 shown = " ".join(a.raw for a in args)
                 return _refused(
                     SUDO, shown, "a self-update cycle may not change user or gain privileges"
+                )
+            if name in UNANALYSED_WRAPPERS:
+                return _refused(
+                    UNANALYSED_WRAPPER,
+                    " ".join(a.raw for a in args),
+                    f"`{name}` runs commands the self-update policy does not follow; run the "
+                    "command itself (for files, `find ... -exec CMD {} +`)",
                 )
             unwrapped = self._unwrap(name, args[1:], state, depth)
             if unwrapped is None:
@@ -1075,6 +1214,7 @@ class _Shell:
         if not args:
             return None
         call = _Call(name, args[0], args[1:], state, piped, stdin, depth)
+        call.writes = name not in READERS
         if name in _UNRESTRICTED:
             return _unseen(call.shown, _UNRESTRICTED[name])
         if name in _CREDENTIAL_TOOLS:
@@ -1099,6 +1239,13 @@ class _Shell:
                 call.shown,
                 "a self-update cycle may not publish, deploy, release or change services",
             )
+        if name in PROCESS_CONTROL_TOOLS:
+            return _refused(
+                PROCESS_CONTROL,
+                call.shown,
+                "a self-update cycle may signal only the jobs its own shell started "
+                "(`kill %1`, `kill $!`)",
+            )
         handler = self.handlers.get(name)
         if handler is None and _PYTHON.match(name):
             handler = self._python
@@ -1106,9 +1253,19 @@ class _Shell:
             denial = handler(call)
             if denial:
                 return denial
+        elif not (
+            name in KNOWN_COMMANDS
+            or name in state.functions
+            or ("/" in call.head.value and not _system_program(call.head.value))
+        ):
+            return _refused(
+                UNKNOWN_COMMAND,
+                call.shown,
+                f"`{name}` is not on the self-update policy's list of commands it understands",
+            )
         for index, arg in enumerate(call.args):
             if index not in call.data:
-                denial = self._arg_path(arg, state)
+                denial = self._arg_path(arg, state, write=call.writes)
                 if denial:
                     return denial
         return None
@@ -1124,13 +1281,22 @@ class _Shell:
         return self.script(script.value, call.state.fork(), call.depth + 1)
 
     def _executable(self, head: _Arg, state: _State) -> Denial | None:
-        if head.value.startswith("/") and posixpath.dirname(_normalize(head.value)) in _SYSTEM_BIN:
+        if _system_program(head.value):
             return None
         return self.scope.check(head.value, state.cwd, head.raw)
 
-    def _arg_path(self, arg: _Arg, state: _State) -> Denial | None:
+    def _arg_path(self, arg: _Arg, state: _State, *, write: bool = False) -> Denial | None:
+        if arg.value == _CHECKED:
+            return None  # one of the paths a loop or `find -exec` goes through, each checked
+        if arg.dynamic or re.search("[\x01\x03\x04]", arg.value):
+            return _refused(
+                UNRESOLVED_PATH_EXPANSION,
+                arg.raw,
+                "it names a path only known at run time, which the self-update policy cannot "
+                "check; write the path out",
+            )
         for candidate in _candidates(arg.value):
-            denial = self.scope.check(candidate, state.cwd, arg.raw)
+            denial = self.scope.check(candidate, state.cwd, arg.raw, write=write)
             if denial:
                 return denial
         return None
@@ -1147,25 +1313,6 @@ class _Shell:
             return rest[: i + 1], rest[i + 1 :]
         if name == "busybox":
             return [], rest
-        if name == "xargs":
-            i = _skip_options(rest, _XARGS_VALUES)
-            replace = None
-            for j, arg in enumerate(rest[:i]):
-                value = arg.value
-                if value in ("-I", "--replace") and j + 1 < i:
-                    replace = rest[j + 1].value
-                elif value.startswith("--replace="):
-                    replace = value.split("=", 1)[1] or "{}"
-                elif value.startswith(("-I", "-i")) and not value.startswith("--"):
-                    replace = value[2:] or "{}"
-            command = rest[i:] or [_Arg("echo", "echo")]
-            if replace:
-                command = [
-                    _Arg(_UNKNOWN, a.raw, True) if replace in a.value else a for a in command
-                ]
-            else:
-                command = [*command, _INPUT]
-            return rest[:i], command
         if name == "env":
             i = 0
             own: list[_Arg] = []
@@ -1187,6 +1334,13 @@ class _Shell:
                 if value == "--":
                     i += 1
                     break
+                if value.split("=", 1)[0] in ("-C", "--chdir") or value.startswith("-C"):
+                    return _refused(
+                        UNANALYSED_WRAPPER,
+                        " ".join(a.raw for a in rest),
+                        "`env -C` runs its command from another directory, which the "
+                        "self-update policy does not follow",
+                    )
                 if value in _ENV_VALUES:
                     own.extend(rest[i : i + 2])
                     i += 2
@@ -1229,6 +1383,7 @@ class _Shell:
         family = _PATTERN_ALIASES.get(call.name, call.name)
         replacing, files, data, others = _PATTERN_TOOLS[family]
         given = False
+        programs: list[_Arg] = []
         i = 0
         while i < len(call.args):
             value = call.args[i].value
@@ -1243,6 +1398,7 @@ class _Shell:
             elif value in replacing or value in data:
                 call.data.add(i + 1)
                 given = given or value in replacing
+                programs.extend(call.args[i + 1 : i + 2] if value in replacing else [])
                 i += 2
             elif value in files or value in others:
                 given = given or value in files
@@ -1250,6 +1406,9 @@ class _Shell:
             elif (eq and (option in replacing or option in data)) or short in replacing | data:
                 call.data.add(i)
                 given = given or option in replacing or short in replacing
+                if option in replacing or short in replacing:
+                    text = value.split("=", 1)[1] if option in replacing else value[2:]
+                    programs.append(_Arg(text, call.args[i].raw, call.args[i].dynamic))
                 i += 1
             elif value in ("--files", "--type-list") or (eq and option in files):
                 given = True
@@ -1260,6 +1419,29 @@ class _Shell:
                 break
         if not given and i < len(call.args):
             call.data.add(i)  # the pattern, script or filter
+            programs.append(call.args[i])
+        if family == "sed":
+            call.writes = any(re.match(r"-[nrEsuz]*i|--in-place", v) for v in call.values)
+        if family in ("sed", "awk"):
+            return self._sed_awk(call, family, programs)
+        return None
+
+    def _sed_awk(self, call: _Call, family: str, programs: list[_Arg]) -> Denial | None:
+        """sed scripts and awk programs may filter text, not read, write or run anything."""
+        if family == "awk" and any(re.match(r"-l|--load", v) for v in call.values):
+            return _refused(AWK_SED_IO, call.shown, "it loads an awk extension")
+        for program in programs:
+            if program.dynamic or _UNKNOWN in program.value:
+                found: str | None = "is computed at run time"
+            else:
+                found = (sed_io if family == "sed" else awk_io)(program.value)
+            if found:
+                return _refused(
+                    AWK_SED_IO,
+                    call.shown,
+                    f"its {family} program {found}; a self-update cycle's {family} may only "
+                    "filter text (use redirections and file tools instead)",
+                )
         return None
 
     def _find(self, call: _Call) -> Denial | None:
@@ -1276,8 +1458,15 @@ class _Shell:
                 end = i + 1
                 while end < len(call.args) and call.args[end].value not in (";", "+"):
                     end += 1
+                # `{}` is a path under start points checked as paths, fine to read; it
+                # may be a protected or credential file, so nothing may write to it.
+                reads = (
+                    posixpath.basename(call.args[i + 1].value) in READERS if end > i + 1 else False
+                )
                 nested = [
-                    _Arg(_UNKNOWN, a.raw, True) if "{}" in a.value else a
+                    (_Arg(_CHECKED if a.value == "{}" and reads else _UNKNOWN, a.raw, True))
+                    if "{}" in a.value
+                    else a
                     for a in call.args[i + 1 : end]
                 ]
                 call.data.update(range(i + 1, end + 1))
@@ -1301,7 +1490,11 @@ class _Shell:
         if target.value == "-":
             new = state.oldpwd or state.cwd
         elif target.dynamic:
-            return _unseen(call.shown, "it changes to a directory only known at run time")
+            return _refused(
+                UNRESOLVED_PATH_EXPANSION,
+                call.shown,
+                "it changes to a directory only known at run time",
+            )
         else:
             denial = self.scope.check(target.value, state.cwd, target.raw)
             if denial:
@@ -1320,6 +1513,10 @@ class _Shell:
 
     def _declare(self, call: _Call) -> Denial | None:
         call.data.update(range(len(call.args)))
+        if any(re.fullmatch(r"[-+]\w*n\w*", v) for v in call.values):
+            return _refused(
+                EXEC_CHANGING_ENV, call.shown, "a name reference can set any variable, unseen"
+            )
         for arg in call.args:
             if _ASSIGNMENT.match(arg.value) and not arg.value.startswith("-"):
                 denial = self._assignment(arg, call.state, call.depth)
@@ -1332,11 +1529,67 @@ class _Shell:
         call.data.update(range(len(call.args)))
         for arg in call.args:
             if "=" in arg.value:
-                denial = self._nested_script(
+                denial = self._define(
+                    arg.value.split("=", 1)[0], call.state
+                ) or self._nested_script(
                     call, _Arg(arg.value.split("=", 1)[1], arg.raw, arg.dynamic)
                 )
                 if denial:
                     return denial
+        return None
+
+    def _sets_variables(self, call: _Call) -> Denial | None:
+        """``read``, ``mapfile``, ``let``, ``getopts``, ``printf -v``: the names they set."""
+        call.data.update(range(len(call.args)))
+        values = call.values
+        if call.name == "printf":  # only `-v NAME`: the rest is format and data
+            if values[:1] == ["-v"]:
+                values = values[1:2]
+            else:
+                values = [values[0][2:]] if values and values[0].startswith("-v") else []
+        for value in values:
+            name = re.fullmatch(r"([A-Za-z_]\w*)(?:\[.*\])?(?:\+?=.*)?", value, re.DOTALL)
+            if name and (denial := self._env_name(name.group(1), call.shown, dynamic=True)):
+                return denial
+        return None
+
+    def _kill(self, call: _Call) -> Denial | None:
+        """Signals only to jobs of the agent's own shell: ``kill %1``, ``kill -TERM $!``."""
+        call.data.update(range(len(call.args)))
+        values = call.values
+        if values[:1] in (["-l"], ["-L"]):
+            return None
+        i = 0  # past the signal: `-9`, `-TERM`, `-s TERM`, `-n 9`, then `--`
+        if values[:1] in (["-s"], ["-n"]):
+            i = 2
+        elif values and values[0].startswith("-") and values[0] != "--":
+            i = 1
+        if values[i : i + 1] == ["--"]:
+            i += 1
+        targets = values[i:]
+        if targets and all(v.startswith("%") or v == _JOB for v in targets):
+            return None
+        return _refused(
+            PROCESS_CONTROL,
+            call.shown,
+            "a self-update cycle may signal only the jobs its own shell started "
+            "(`kill %1`, `kill $!`)",
+        )
+
+    def _hash(self, call: _Call) -> Denial | None:
+        call.data.update(range(len(call.args)))
+        if any(re.fullmatch(r"-\w*p\w*", v) for v in call.values):
+            return _refused(
+                COMMAND_REDEFINITION, call.shown, "`hash -p` makes a name run another program"
+            )
+        return None
+
+    def _enable(self, call: _Call) -> Denial | None:
+        call.data.update(range(len(call.args)))
+        if any(v not in ("-a", "-p", "-s") for v in call.values):
+            return _refused(
+                COMMAND_REDEFINITION, call.shown, "`enable` loads or turns off shell builtins"
+            )
         return None
 
     def _trap(self, call: _Call) -> Denial | None:
@@ -1383,7 +1636,7 @@ class _Shell:
             return _unseen(call.shown, "it runs a program computed at run time")
         if shell:
             return self.script(call.stdin.value, call.state.fork(), call.depth + 1)
-        return _payload(call.shown, call.stdin.value)
+        return self._code(call, call.stdin)
 
     def _shell(self, call: _Call) -> Denial | None:
         i, command_mode, stdin_mode = 0, False, False
@@ -1457,9 +1710,13 @@ class _Shell:
         return None
 
     def _code(self, call: _Call, code: _Arg) -> Denial | None:
-        if code.dynamic:
-            return _unseen(call.shown, "it runs code computed at run time")
-        return _payload(call.shown, code.value)
+        """Code given to an interpreter inline is code the self-update policy cannot read."""
+        return _refused(
+            INLINE_INTERPRETER,
+            call.shown,
+            f"`{call.name}` would run code given inline, which the self-update policy does not "
+            "analyse; write it to a file in the clone and run that",
+        )
 
     def _python(self, call: _Call) -> Denial | None:
         return self._interpreter(
@@ -1619,6 +1876,16 @@ class _Shell:
         start = call.first_operand(_MANAGER_VALUES)
         verb = values[start] if start < len(values) else ""
         following = values[start + 1] if start + 1 < len(values) else ""
+        if name == "go" and (
+            verb == "get" or (verb in ("install", "run") and any("@" in v for v in values))
+        ):
+            return _refused(
+                NETWORK, call.shown, "it fetches Go modules, and a self-update cycle may not"
+            )
+        if (name, verb) == ("deno", "eval") or (
+            name in ("bun", "deno") and {"-e", "--eval", "-p", "--print"} & set(values)
+        ):
+            return self._code(call, call.args[0])
         if verb in _PUBLISH_VERBS.get(name, ()) or following in _PUBLISH_SUBVERBS.get(
             (name, verb), ()
         ):
@@ -1690,6 +1957,17 @@ class _Shell:
         values, pairs, i = call.values, [], 0
         while i < len(values):
             value = values[i]
+            if call.args[i].dynamic or _UNKNOWN in value:
+                return _refused(
+                    DYNAMIC_COMMAND_WORD,
+                    call.shown,
+                    "an expansion comes before its git subcommand, so only the shell knows "
+                    "what git runs; write the subcommand and its options out",
+                )
+            if value.startswith("--exec-path="):
+                return _refused(
+                    EXEC_CHANGING_ENV, call.shown, "it makes git run programs from elsewhere"
+                )
             if value == "--config-env" or value.startswith("--config-env="):
                 return _refused(
                     GIT_CONFIG, call.shown, "it injects git configuration from the environment"
@@ -1726,6 +2004,14 @@ class _Shell:
             return _refused(
                 CREDENTIALS, call.shown, "git credentials are off-limits to a self-update cycle"
             )
+        if sub and sub not in GIT_SUBCOMMANDS:
+            return _refused(
+                UNKNOWN_COMMAND,
+                call.shown,
+                f"`git {sub}` is not on the self-update policy's list of git commands it "
+                "understands",
+            )
+        call.writes = sub in _GIT_WRITES
         if sub in ("clone", "fetch", "pull", "ls-remote"):
             return self._git_fetch(call, sub, base)
         if sub == "submodule":
@@ -2031,6 +2317,20 @@ class _Shell:
         return None
 
 
+def _arithmetic(text: str) -> bool:
+    """Whether a ``$((...))`` substitution's text is arithmetic, not commands in a subshell."""
+    return (
+        text.startswith("(")
+        and text.endswith(")")
+        and "$(" not in text
+        and re.fullmatch(r"[\w\s+\-*/%()<>=!&|^~?:,#\[\].$]*", text) is not None
+    )
+
+
+def _system_program(value: str) -> bool:
+    return value.startswith("/") and posixpath.dirname(_normalize(value)) in _SYSTEM_BIN
+
+
 def _skip_options(args: list[_Arg], value_options: frozenset[str]) -> int:
     i = 0
     while i < len(args):
@@ -2057,13 +2357,6 @@ def _candidates(value: str) -> Iterator[str]:
         after = value.split("@", 1)[1]
         if after.startswith(("/", "~", "..", _ELSEWHERE)):
             yield after
-
-
-def _payload(subject: str, code: str) -> Denial | None:
-    """Inline interpreter code is opaque, except a payload decoded and then executed."""
-    if _DECODE.search(code) and _EXECUTE.search(code):
-        return _unseen(subject, "it decodes and executes a payload")
-    return None
 
 
 def _safe_git_key(key: str) -> bool:
@@ -2110,7 +2403,7 @@ def _patch_paths(scope: _Scope, text: str, cwd: str) -> Denial | None:
     return None
 
 
-def _tool_path(scope: _Scope, value: str, cwd: str) -> Denial | None:
+def _tool_path(scope: _Scope, value: str, cwd: str, *, write: bool = True) -> Denial | None:
     """A path a file tool was given (tools do not expand, but ``~`` and ``$HOME`` count)."""
     if re.search(r"[\x00-\x1f]", value):
         return Denial(
@@ -2119,7 +2412,7 @@ def _tool_path(scope: _Scope, value: str, cwd: str) -> Denial | None:
             "tell where it points.",
         )
     path = re.sub(r"^(?:\$HOME|\$\{HOME\})(?=/|$)", "~", value.strip())
-    return scope.check(path, cwd, value)
+    return scope.check(path, cwd, value, write=write)
 
 
 # --- tools -----------------------------------------------------------------------------
@@ -2131,6 +2424,11 @@ _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
 _FETCH_TOOLS = frozenset({"webfetch", "web_fetch", "fetch"})
 _SEARCH_TOOLS = frozenset({"websearch", "web_search", "google_web_search"})
 _GLOB_TOOLS = frozenset({"glob"})
+# Tools that only read the paths they are given; every other tool may write them.
+_READ_TOOLS = _words(
+    "read notebookread glob grep ls read_file read_many_files list_directory"
+    " search_file_content view list_dir grep_files view_image"
+)
 _PATH_KEYS = (
     "file_path",
     "notebook_path",
@@ -2255,7 +2553,7 @@ class _Tools:
             return self._fetch(tool_name, tool_input)
         for key in _PATH_KEYS:
             for value in _strings(tool_input.get(key)):
-                denial = _tool_path(self.scope, value, base)
+                denial = _tool_path(self.scope, value, base, write=name not in _READ_TOOLS)
                 if denial:
                     return denial
         root = next(iter(_strings(tool_input.get("path") or tool_input.get("dir_path"))), "")
@@ -2263,7 +2561,7 @@ class _Tools:
         keys = _GLOB_KEYS + (("pattern",) if name in _GLOB_TOOLS else ())
         for key in keys:
             for value in _strings(tool_input.get(key)):
-                denial = _tool_path(self.scope, value, glob_base)
+                denial = _tool_path(self.scope, value, glob_base, write=False)
                 if denial:
                     return denial
         if name not in _KNOWN_TOOLS:
@@ -2273,7 +2571,7 @@ class _Tools:
     def _shell_tool(self, tool_input: Mapping[str, object], base: str) -> Denial | None:
         for key in _WORKDIR_KEYS:
             for value in _strings(tool_input.get(key)):
-                denial = _tool_path(self.scope, value, base)
+                denial = _tool_path(self.scope, value, base, write=False)
                 if denial:
                     return denial
                 base = self.scope.resolve(value, base)
