@@ -295,6 +295,10 @@ class Lexer:
             if NAME.fullmatch(body) or (len(body) == 1 and body in _SPECIAL_PARAMETERS):
                 return Part("var", body)
             return Part("expr", body)
+        if nxt == "[":  # the old arithmetic form `$[...]`, read like `$((...))`
+            end = self._balanced(i + 1, "[", "]")
+            self.i = end
+            return Part("sub", "(" + src[i + 2 : end - 1] + ")")
         if nxt and (nxt == "_" or nxt.isalpha()):
             match = NAME.match(src, i + 1)
             assert match is not None

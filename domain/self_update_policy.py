@@ -108,7 +108,13 @@ from domain.shell_allowlist import (
     UNRESOLVED_PATH_EXPANSION,
     changes_execution,
 )
-from domain.shell_programs import awk_io, sed_io
+from domain.shell_programs import (
+    arithmetic_names,
+    awk_io,
+    is_arithmetic,
+    plain_value,
+    sed_io,
+)
 
 OUTSIDE_CLONE = "outside-clone"
 PROTECTED_PATH = "protected-path"
@@ -786,7 +792,7 @@ _PATTERN_ALIASES = {
 }
 _DATA_COMMANDS = _words(
     "echo printf true false : tr basename dirname expr seq yes sleep type which"
-    " unset shift exit return wait set shopt ulimit umask jobs"
+    " shift exit return wait set shopt ulimit umask jobs"
 )
 _DELIMITER_OPTIONS = {
     "cut": _words("-d --delimiter"),
@@ -795,6 +801,7 @@ _DELIMITER_OPTIONS = {
     "join": _words("-t"),
     "column": _words("-s --separator"),
 }
+_ARITHMETIC_TESTS = _words("-eq -ne -lt -le -gt -ge")
 _FILE_TESTS = _words("-e -f -d -r -w -x -s -L -h -p -S -b -c -g -u -k -O -G -N")
 _FIND_PATTERNS = _words(
     "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type"
@@ -899,7 +906,7 @@ class _Shell:
             for name in names:
                 handlers[name] = handler
         handlers.update({"kill": self._kill, "hash": self._hash, "enable": self._enable})
-        for name in ("read", "mapfile", "readarray", "let", "getopts", "printf"):
+        for name in ("read", "mapfile", "readarray", "let", "getopts", "printf", "unset"):
             handlers[name] = self._sets_variables
         self.handlers = handlers
 
@@ -950,7 +957,7 @@ class _Shell:
                     value = _UNKNOWN  # split into words the policy would have to count
                 dynamic = dynamic or bool(re.search("[\x01\x03\x04]", value))
                 out.append(value)
-            elif part.kind == "sub" and _arithmetic(part.text):
+            elif part.kind == "sub" and is_arithmetic(part.text):
                 out.append(_UNKNOWN)
                 dynamic = True
             elif part.kind == "sub":
@@ -1009,12 +1016,22 @@ class _Shell:
         words = command.words
         for word in words:
             for part in word.parts:  # `${NAME:=value}` and `$((NAME=1))` assign too
-                names = re.findall(r"^([A-Za-z_]\w*):?=", part.text) if part.kind == "expr" else []
-                if part.kind == "sub" and _arithmetic(part.text):
+                arithmetic = part.kind == "sub" and is_arithmetic(part.text)
+                if arithmetic:
                     names = re.findall(r"([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", part.text)
-                for name in names:
-                    if denial := self._env_name(name, word.raw, dynamic=True):
-                        return denial
+                else:
+                    names = (
+                        re.findall(r"^([A-Za-z_]\w*):?=", part.text) if part.kind == "expr" else []
+                    )
+                denial = next(
+                    (d for n in names if (d := self._env_name(n, word.raw, dynamic=True))), None
+                )
+                if arithmetic:
+                    denial = denial or self._arithmetic(part.text, state, word.raw)
+                elif part.kind == "expr":
+                    denial = denial or self._subscript(part.text, state, word.raw)
+                if denial:
+                    return denial
         if command.defines is not None:
             return self._define(command.defines.raw, state)
         args = [arg for arg, _ in expanded]
@@ -1150,7 +1167,30 @@ class _Shell:
             )
         return None
 
-    def _define(self, name: str, state: _State) -> Denial | None:
+    def _arithmetic(self, text: str, state: _State, shown: str) -> Denial | None:
+        """Arithmetic evaluates names' values again: they must be plain and set right here."""
+        for name in arithmetic_names(text):
+            value = state.variables.get(name)
+            if value is None or not plain_value(value):
+                return _unseen(
+                    shown,
+                    f"arithmetic evaluates `{name}`, whose value is only known at run time and "
+                    "may hold code",
+                )
+        if re.search("[\x01-\x04]", text):
+            return _unseen(shown, "arithmetic evaluates a value only known at run time")
+        return None
+
+    def _subscript(self, text: str, state: _State, shown: str) -> Denial | None:
+        """``${!name}`` and subscripts (``a[i]``, ``${a[i]}``), which bash evaluates."""
+        if text.startswith("!"):
+            return _unseen(shown, "`${!...}` expands a variable named at run time")
+        index = re.search(r"\[(.*)\]", text, re.DOTALL)
+        if index and index.group(1) not in ("@", "*"):
+            return self._arithmetic(index.group(1), state, shown)
+        return None
+
+    def _define(self, name: str, state: _State, *, function: bool = True) -> Denial | None:
         """A function or alias named ``name``: refused if it would stand for a known command."""
         if name in self.handlers or name in _NAMED or _PYTHON.match(name):
             return _refused(
@@ -1158,7 +1198,8 @@ class _Shell:
                 name,
                 "it redefines a command the self-update policy judges by its name",
             )
-        state.functions.add(name)
+        if function:  # its body was judged; an alias's text is substituted, so not its name
+            state.functions.add(name)
         return None
 
     # -- commands --
@@ -1373,9 +1414,19 @@ class _Shell:
         return None
 
     def _test(self, call: _Call) -> Denial | None:
-        for i in range(len(call.args)):
+        for i, arg in enumerate(call.args):
             if not (i > 0 and call.args[i - 1].value in _FILE_TESTS):
                 call.data.add(i)
+            before = call.args[i - 1].value if i > 0 else ""
+            after = call.args[i + 1].value if i + 1 < len(call.args) else ""
+            if before == "-v":
+                denial = self._subscript(arg.value, call.state, call.shown)
+            elif call.name == "[[" and {before, after} & _ARITHMETIC_TESTS:
+                denial = self._arithmetic(arg.value, call.state, call.shown)
+            else:
+                denial = None
+            if denial:
+                return denial
         return None
 
     def _pattern_tool(self, call: _Call) -> Denial | None:
@@ -1420,6 +1471,10 @@ class _Shell:
         if not given and i < len(call.args):
             call.data.add(i)  # the pattern, script or filter
             programs.append(call.args[i])
+        if any(re.match(r"--pre\b|--pager\b", v) for v in call.values):
+            return _refused(
+                UNANALYSED_WRAPPER, call.shown, f"`{call.name}` would run a command on each file"
+            )
         if family == "sed":
             call.writes = any(re.match(r"-[nrEsuz]*i|--in-place", v) for v in call.values)
         if family in ("sed", "awk"):
@@ -1517,7 +1572,15 @@ class _Shell:
             return _refused(
                 EXEC_CHANGING_ENV, call.shown, "a name reference can set any variable, unseen"
             )
+        if any(re.fullmatch(r"[-+]\w*i\w*", v) for v in call.values):
+            return _unseen(call.shown, "an integer variable evaluates what it is given")
         for arg in call.args:
+            subscript = re.match(r"[A-Za-z_]\w*(\[.*\])", arg.value, re.DOTALL)
+            denial = (
+                self._subscript(subscript.group(1), call.state, call.shown) if subscript else None
+            )
+            if denial:
+                return denial
             if _ASSIGNMENT.match(arg.value) and not arg.value.startswith("-"):
                 denial = self._assignment(arg, call.state, call.depth)
                 if denial:
@@ -1529,10 +1592,9 @@ class _Shell:
         call.data.update(range(len(call.args)))
         for arg in call.args:
             if "=" in arg.value:
-                denial = self._define(
-                    arg.value.split("=", 1)[0], call.state
-                ) or self._nested_script(
-                    call, _Arg(arg.value.split("=", 1)[1], arg.raw, arg.dynamic)
+                name, text = arg.value.split("=", 1)
+                denial = self._define(name, call.state, function=False) or self._nested_script(
+                    call, _Arg(text, arg.raw, arg.dynamic)
                 )
                 if denial:
                     return denial
@@ -1548,8 +1610,17 @@ class _Shell:
             else:
                 values = [values[0][2:]] if values and values[0].startswith("-v") else []
         for value in values:
-            name = re.fullmatch(r"([A-Za-z_]\w*)(?:\[.*\])?(?:\+?=.*)?", value, re.DOTALL)
-            if name and (denial := self._env_name(name.group(1), call.shown, dynamic=True)):
+            name = re.fullmatch(r"([A-Za-z_]\w*)(\[.*\])?(?:\+?=.*)?", value, re.DOTALL)
+            if call.name == "let":
+                denial = self._arithmetic(value, call.state, call.shown)
+            elif name:
+                denial = self._subscript(name.group(2) or "", call.state, call.shown)
+            else:
+                continue
+            if name:
+                denial = denial or self._env_name(name.group(1), call.shown, dynamic=True)
+                call.state.variables[name.group(1)] = _UNKNOWN
+            if denial:
                 return denial
         return None
 
@@ -2315,16 +2386,6 @@ class _Shell:
         } & set(call.values):
             return _refused(PUBLISH, call.shown, "a self-update cycle may not change services")
         return None
-
-
-def _arithmetic(text: str) -> bool:
-    """Whether a ``$((...))`` substitution's text is arithmetic, not commands in a subshell."""
-    return (
-        text.startswith("(")
-        and text.endswith(")")
-        and "$(" not in text
-        and re.fullmatch(r"[\w\s+\-*/%()<>=!&|^~?:,#\[\].$]*", text) is not None
-    )
 
 
 def _system_program(value: str) -> bool:

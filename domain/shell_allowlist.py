@@ -91,10 +91,10 @@ GIT_SUBCOMMANDS = _words(
 # instruction files and git's own files that are not credentials (`cat CLAUDE.md`,
 # `test -d .git`). Every other command's paths are taken as written.
 READERS = _words(
-    "cat head tail wc sort uniq cut paste join column diff cmp comm file stat du ls tree"
-    " realpath readlink basename dirname nl fold rev tac od hexdump xxd strings md5sum"
-    " sha1sum sha256sum sha512sum b2sum cksum less more grep egrep fgrep zgrep rg ag ack"
-    " jq yq gojq awk gawk mawk nawk find test [ [[ echo printf pwd"
+    "cat head tail wc cut paste join column diff cmp comm file stat du ls realpath readlink"
+    " basename dirname nl fold rev tac od hexdump strings md5sum sha1sum sha256sum"
+    " sha512sum b2sum cksum less more grep egrep fgrep zgrep rg ag ack jq yq gojq awk gawk"
+    " mawk nawk test [ [[ echo printf pwd"
 )
 
 # --- the environment -------------------------------------------------------------------
@@ -106,9 +106,10 @@ _EXEC_NAMES = _words(
     " LD AR NODE_OPTIONS NODE_PATH GCONV_PATH LOCPATH NLSPATH TAR_OPTIONS GREP_OPTIONS"
     " PAGER MANPAGER SYSTEMD_PAGER EDITOR VISUAL BROWSER LESSOPEN LESSCLOSE LESS"
     " JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS MAVEN_OPTS GRADLE_OPTS RUSTC_WRAPPER"
-    " RUSTC RUSTDOC GOFLAGS GOTOOLCHAIN GOROOT DOCKER_HOST DOCKER_CONFIG"
+    " RUSTC RUSTDOC GOFLAGS GOTOOLCHAIN GOROOT DOCKER_HOST DOCKER_CONFIG PS0 PS1 PS2 PS3"
+    " JAVA_HOME VIRTUAL_ENV UV_PYTHON MAKEFILES"
 )
-_EXEC_PREFIXES = ("GIT_", "LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_FUNC_", "CARGO_")
+_EXEC_PREFIXES = ("GIT_", "LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_", "CARGO_", "RUSTUP_")
 # Exceptions: names in those families that carry data only.
 _DATA_NAMES = _words(
     "GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL"
@@ -145,5 +146,5 @@ def changes_execution(name: str, value: str, *, dynamic: bool) -> bool:
         name in _EXEC_NAMES
         or name.startswith(_EXEC_PREFIXES)
         or name.lower().startswith("npm_config_")
-        or name.endswith("_CONFIG_FILE")
+        or name.endswith(("_CONFIG_FILE", "_ASKPASS"))
     )

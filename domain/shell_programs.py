@@ -1,10 +1,15 @@
-"""What a ``sed`` script or an ``awk`` program does beyond filtering text.
+"""What a ``sed`` script, an ``awk`` program or shell arithmetic does beyond computing.
 
 Both languages can read and write files and run commands from inside their program
 text (sed's ``r``/``w``/``e`` commands and ``s///e``/``s///w`` flags; awk's ``getline``,
 ``system()``, ``print > file`` and pipes), which the self-update policy cannot see by
 looking at the command line. These functions read the program and name the first such
-construct, or say the program could not be read: the caller refuses either way. Pure.
+construct, or say the program could not be read: the caller refuses either way.
+
+Shell arithmetic (``$((x))``, ``$[x]``, ``let``, ``[[ x -eq 1 ]]``, array subscripts)
+evaluates a variable's value as arithmetic again, so a value such as
+``a[$(git push)]`` runs a command: arithmetic may only use names whose values are
+plain. Pure.
 """
 
 from __future__ import annotations
@@ -177,3 +182,27 @@ def awk_io(program: str) -> str | None:
     if _AWK_PRINT_TO.search(code):
         return "prints to a file (`print >`)"
     return None
+
+
+_ARITHMETIC = re.compile(r"[\w\s+\-*/%()<>=!&|^~?:,#\[\].$]*")
+_PLAIN_VALUE = re.compile(r"[\w\s+\-*/%()<>=!&|^~?:,#.]*")
+
+
+def is_arithmetic(text: str) -> bool:
+    """Whether a ``$((...))`` substitution's text is arithmetic, not a subshell's commands."""
+    return (
+        text.startswith("(")
+        and text.endswith(")")
+        and "$(" not in text
+        and _ARITHMETIC.fullmatch(text) is not None
+    )
+
+
+def arithmetic_names(text: str) -> list[str]:
+    """The variable names an arithmetic expression reads (numbers and bases left out)."""
+    return re.findall(r"(?<![\w#])[A-Za-z_]\w*", text)
+
+
+def plain_value(value: str) -> bool:
+    """A value arithmetic can read without evaluating code: no subscript, no expansion."""
+    return _PLAIN_VALUE.fullmatch(value) is not None

@@ -184,6 +184,22 @@ ATTACKS: list[tuple[str, str]] = [
     ("git checkout HEAD -- CLAUDE.md", PROTECTED_PATH),
     ("rm -rf .cl*", PROTECTED_PATH),
     ("for f in CLAUDE.md; do echo x > $f; done", PROTECTED_PATH),
+    # arithmetic evaluates a value again: code in a variable runs
+    ("x='a[$(git push)]'; echo $((x))", UNRESTRICTED_SHELL),
+    ("read n < f.txt; echo $((n + 1))", UNRESTRICTED_SHELL),
+    ("echo $[n]", UNRESTRICTED_SHELL),
+    ("let 'a[$(git push)]=1'", UNRESTRICTED_SHELL),
+    ("read n < f.txt; [[ $n -eq 1 ]]", UNRESTRICTED_SHELL),
+    ("printf -v 'a[$(git push)]' %s x", UNRESTRICTED_SHELL),
+    ("unset 'a[$(git push)]'", UNRESTRICTED_SHELL),
+    ("test -v 'a[$(git push)]'", UNRESTRICTED_SHELL),
+    ("echo ${a[$n]}", UNRESTRICTED_SHELL),
+    ("echo ${!ref}", UNRESTRICTED_SHELL),
+    ("declare -i n=x", UNRESTRICTED_SHELL),
+    ("PS4='$(git push)' bash -x scripts/check.sh", EXEC_CHANGING_ENV),
+    ("alias g=git; g push", UNKNOWN_COMMAND),
+    ("rg --pre ./evil.sh TODO src", UNANALYSED_WRAPPER),
+    ("sort -o CLAUDE.md notes.txt", PROTECTED_PATH),
     # anything else: not on the list
     ("sqlite3 x.db '.shell id'", UNKNOWN_COMMAND),
     ("psql -h 127.0.0.1", UNKNOWN_COMMAND),
@@ -268,6 +284,10 @@ ORDINARY: list[str] = [
     "go test ./...",
     "go install ./cmd/tool",
     "read -r line < input.txt",
+    "x=5; echo $((x + 1))",
+    "[[ -f setup.cfg ]] && cat setup.cfg",
+    "rg -n TODO src",
+    "sort -u names.txt > sorted.txt",
 ]
 
 
