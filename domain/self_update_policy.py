@@ -770,7 +770,7 @@ _PATTERN_TOOLS: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], 
         frozenset({"-l", "--line-length"}),
     ),
     "awk": (
-        _NONE,
+        frozenset({"-e", "--source"}),
         frozenset({"-f", "--file"}),
         frozenset({"-v", "-F", "--assign", "--field-separator"}),
         frozenset({"-W"}),
@@ -1217,7 +1217,9 @@ class _Shell:
             return _unseen(" ".join(a.raw for a in args), "commands are nested too deeply")
         while args:
             head = args[0]
-            globbed = _GLOB.search(head.value) and head.value not in ("[", "[[")
+            globbed = (_GLOB.search(head.value) and head.value not in ("[", "[[")) or len(
+                _brace_expand(head.value) or "many"
+            ) > 1
             if head.dynamic or head.expanded or _UNKNOWN in head.value or globbed:
                 return _refused(
                     DYNAMIC_COMMAND_WORD,
@@ -1483,6 +1485,10 @@ class _Shell:
 
     def _sed_awk(self, call: _Call, family: str, programs: list[_Arg]) -> Denial | None:
         """sed scripts and awk programs may filter text, not read, write or run anything."""
+        pairs = zip(call.values, call.values[1:], strict=False)
+        files = [b for a, b in pairs if a in ("-f", "--file")]
+        if denial := _piped_file(call, *files):
+            return denial
         if family == "awk" and any(re.match(r"-l|--load", v) for v in call.values):
             return _refused(AWK_SED_IO, call.shown, "it loads an awk extension")
         for program in programs:
@@ -1638,7 +1644,8 @@ class _Shell:
         if values[i : i + 1] == ["--"]:
             i += 1
         targets = values[i:]
-        if targets and all(v.startswith("%") or v == _JOB for v in targets):
+        dynamic = any(a.dynamic and a.value != _JOB for a in call.args)
+        if targets and not dynamic and all(v.startswith("%") or v == _JOB for v in targets):
             return None
         return _refused(
             PROCESS_CONTROL,
@@ -1672,7 +1679,7 @@ class _Shell:
     def _source(self, call: _Call) -> Denial | None:
         if call.args and call.args[0].value in _STDIN_NAMES:
             return self._stdin_program(call, shell=True)
-        return None
+        return _piped_file(call, call.args[0].value if call.args else "")
 
     def _watch(self, call: _Call) -> Denial | None:
         i = _skip_options(call.args, _WATCH_VALUES)
@@ -1738,7 +1745,7 @@ class _Shell:
             return self._nested_script(call, call.args[i])
         if stdin_mode or i >= len(call.args) or call.args[i].value in _STDIN_NAMES:
             return self._stdin_program(call, shell=True)
-        return None
+        return _piped_file(call, call.args[i].value)
 
     def _interpreter(
         self,
@@ -1772,6 +1779,8 @@ class _Shell:
             i += 2 if value in value_options else 1
         if i >= len(call.args) or call.args[i].value in _STDIN_NAMES:
             return self._stdin_program(call, shell=False)
+        if denial := _piped_file(call, call.args[i].value):
+            return denial
         if (
             _PYTHON.match(call.name)
             and posixpath.basename(call.args[i].value) == "setup.py"
@@ -1791,7 +1800,7 @@ class _Shell:
 
     def _python(self, call: _Call) -> Denial | None:
         return self._interpreter(
-            call, frozenset({"-c"}), frozenset({"-W", "-X", "--check-hash-based-pycs"})
+            call, frozenset({"-c"}), frozenset({"-W", "-X", "--check-hash-based-pycs"}), "c"
         )
 
     def _python_module(self, call: _Call, index: int) -> Denial | None:
@@ -1823,7 +1832,7 @@ class _Shell:
         return self._interpreter(call, frozenset(), frozenset({"-r", "-I"}), cluster="e")
 
     def _php(self, call: _Call) -> Denial | None:
-        return self._interpreter(call, frozenset({"-r"}), frozenset({"-d", "-c"}))
+        return self._interpreter(call, frozenset({"-r"}), frozenset({"-d", "-c"}), "r")
 
     def _lua(self, call: _Call) -> Denial | None:
         return self._interpreter(call, frozenset({"-e"}), frozenset({"-l"}))
@@ -1972,7 +1981,7 @@ class _Shell:
         if any(re.match(r"^(?:publish|deploy)(?:$|[:_-])", s) for s in scripts):
             return _refused(PUBLISH, call.shown, "a self-update cycle may not publish or deploy")
         if name in _TASK_RUNNERS:
-            return None
+            return _piped_file(call, *values)
         if self._writes_user_config(name, verb, following, values):
             return _refused(
                 OUTSIDE_CLONE,
@@ -2082,7 +2091,7 @@ class _Shell:
                 f"`git {sub}` is not on the self-update policy's list of git commands it "
                 "understands",
             )
-        call.writes = sub in _GIT_WRITES
+        call.writes = sub in _GIT_WRITES or any(v.startswith("--output") for v in values)
         if sub in ("clone", "fetch", "pull", "ls-remote"):
             return self._git_fetch(call, sub, base)
         if sub == "submodule":
@@ -2386,6 +2395,14 @@ class _Shell:
         } & set(call.values):
             return _refused(PUBLISH, call.shown, "a self-update cycle may not change services")
         return None
+
+
+def _piped_file(call: _Call, *programs: str) -> Denial | None:
+    """A program read from a pipe or process substitution (``bash <(...)``): unseen."""
+    for program in programs:
+        if program in _STDIN_NAMES or program.startswith(("/dev/fd/", "/proc/")):
+            return _unseen(call.shown, "it runs a program from a pipe or process substitution")
+    return None
 
 
 def _system_program(value: str) -> bool:
