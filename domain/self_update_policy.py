@@ -18,7 +18,10 @@ What it refuses (``Denial.rule``):
   the clone still protects everything around it), and the agents' own hook and
   permission settings inside the clone (``.claude/settings*.json``,
   ``.gemini/settings.json``, ``.codex/``, ``.copilot/``, ``.github/hooks/``,
-  ``.mcp.json``): governance, not workspace content.
+  ``.mcp.json``): governance, not workspace content. Writes (file tools other than
+  readers, redirections, commands not on ``READERS``) to whatever
+  domain/protected_paths.py protects: agent instructions (``CLAUDE.md``, ``AGENTS.md``,
+  ``.claude/``...), git's own files (``.git/``, ``.gitattributes``) and CI.
 - ``credentials``: credential and git-internal files anywhere, inside the clone too
   (``.env``, ``.env.*``, ``.envrc``, ``.ssh``, ``.git/config``, ``.git/hooks``, ``*.pem``,
   ``*.key``, ``.netrc``, ``.npmrc``, ``.pypirc``, ``.aws``, ``.docker/config.json``,
@@ -43,12 +46,17 @@ What it refuses (``Denial.rule``):
   argument, an option or a ``*_INDEX_URL``/``*_REGISTRY``/``*_PROXY`` variable) is
   refused, and so are writes of package-manager configuration.
 - ``sudo``: ``sudo``, ``su``, ``doas`` and friends, privileged containers.
-- ``unrestricted-shell``: code the policy cannot see: ``eval``, a command name computed
-  at run time, command text or code computed at run time (``bash -c "$X"``), piping
-  into a shell or interpreter (``| sh``, ``| python -``), decode-and-execute payloads,
-  ``tmux``/``screen`` (they run commands in another shell), and anything that does not
-  parse. Nested commands (``bash -c``, ``$(...)``, ``xargs``, ``find -exec``, ``env``,
-  ``timeout``, ``uv run`` ...) are evaluated recursively and report the innermost rule.
+- ``unrestricted-shell``: code the policy cannot see: ``eval``, command text computed at
+  run time (``bash -c "$X"``), piping or substituting a program into a shell or
+  interpreter (``| sh``, ``bash <(...)``), arithmetic over values only known at run
+  time, ``tmux``/``screen``, and anything that does not parse. Nested commands
+  (``bash -c``, ``$(...)``, ``find -exec``, ``env``, ``timeout``, ``uv run`` ...) are
+  evaluated recursively and report the innermost rule.
+- The closed list's rules (domain/shell_allowlist.py): ``dynamic-command-word``,
+  ``unanalysed-wrapper``, ``inline-interpreter``, ``unresolved-path-expansion``,
+  ``awk-sed-io``, ``exec-changing-env``, ``command-redefinition``, ``process-control``
+  and ``unknown-command`` for any command without a judge here that is not on
+  ``KNOWN_COMMANDS``. docs/autonomy.md lists what each refuses.
 
 Shell text is parsed by a small quote-aware lexer (POSIX quoting as ``shlex`` does it,
 plus the operators, redirections, here-documents and substitutions ``shlex`` does not
@@ -57,11 +65,11 @@ simple command is judged after its ``NAME=value`` prefixes and wrappers are peel
 
 Its limits, stated plainly: this is a policy on the tool calls an agent *declares*, not a
 sandbox. A program the agent runs (a test suite, a script it wrote, a Makefile target,
-``python -c`` code, a package's install hook) can still do whatever its OS permissions
-allow; paths computed at run time (from files, command output or loop variables) cannot
-be checked; symlinks are not followed (judging is lexical, so the result does not depend
+a patch or archive it applies, a package's install hook) can still do whatever its OS
+permissions allow; symlinks are not followed (judging is lexical, so the result does not depend
 on the file system); recursive reads of a directory (``grep -r``, ``tar``) can include
-credential files it holds; git aliases and MCP tools are opaque. That is why cycles also
+credential or protected files it holds, and so can recursive writes (``rm -rf .``);
+MCP tools are opaque. That is why cycles also
 run in the executor's sandbox with a scrubbed environment and a clone that holds no
 secrets: this policy is the first, legible layer, which refuses the obvious and tells the
 agent why in one sentence it can act on.
