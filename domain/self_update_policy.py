@@ -1497,8 +1497,8 @@ class _Shell:
         files = [b for a, b in pairs if a in ("-f", "--file")]
         if denial := _piped_file(call, *files):
             return denial
-        if family == "awk" and any(re.match(r"-l|--load", v) for v in call.values):
-            return _refused(AWK_SED_IO, call.shown, "it loads an awk extension")
+        if family == "awk" and any(re.match(r"-[li]|--load|--include", v) for v in call.values):
+            return _refused(AWK_SED_IO, call.shown, "it loads an awk extension or library")
         for program in programs:
             if program.dynamic or _UNKNOWN in program.value:
                 found: str | None = "is computed at run time"
@@ -1618,6 +1618,8 @@ class _Shell:
         """``read``, ``mapfile``, ``let``, ``getopts``, ``printf -v``: the names they set."""
         call.data.update(range(len(call.args)))
         values = call.values
+        if call.name in ("mapfile", "readarray") and any(v.startswith("-C") for v in values):
+            return _unseen(call.shown, "its callback runs code for each line read")
         if call.name == "printf":  # only `-v NAME`: the rest is format and data
             if values[:1] == ["-v"]:
                 values = values[1:2]

@@ -48,7 +48,7 @@ KNOWN_COMMANDS = _words(
     " tree realpath readlink basename dirname pwd mkdir rmdir rm cp mv ln touch chmod"
     " install truncate tee nl fold fmt expand unexpand rev tac od hexdump xxd strings"
     " md5sum sha1sum sha256sum sha512sum b2sum cksum base64 iconv split csplit dd shuf"
-    " tar gzip gunzip zcat bzip2 bunzip2 xz unxz zip unzip patch less more"
+    " tar gzip gunzip zcat bzip2 bunzip2 xz unxz zip unzip patch"
     # the environment, read only
     " date cal uname whoami id hostname nproc uptime free ps pgrep lsof printenv locale"
     " getconf tput clear which"
@@ -93,8 +93,8 @@ GIT_SUBCOMMANDS = _words(
 READERS = _words(
     "cat head tail wc cut paste join column diff cmp comm file stat du ls realpath readlink"
     " basename dirname nl fold rev tac od hexdump strings md5sum sha1sum sha256sum"
-    " sha512sum b2sum cksum less more grep egrep fgrep zgrep rg ag ack jq yq gojq awk gawk"
-    " mawk nawk test [ [[ echo printf pwd"
+    " sha512sum b2sum cksum grep egrep fgrep zgrep rg ag ack jq gojq awk gawk mawk nawk"
+    " test [ [[ echo printf pwd"
 )
 
 # --- the environment -------------------------------------------------------------------
