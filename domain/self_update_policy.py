@@ -115,6 +115,53 @@ from domain.shell_allowlist import (
     UNKNOWN_COMMAND,
     UNRESOLVED_PATH_EXPANSION,
     changes_execution,
+    words,
+)
+from domain.shell_commands import (
+    ALWAYS_NETWORK,
+    ARITHMETIC_TESTS,
+    CREDENTIAL_TOOLS,
+    DATA_COMMANDS,
+    DELIMITER_OPTIONS,
+    DEPLOY_TOOLS,
+    DEPLOY_VERBS,
+    ENV_VALUES,
+    FETCH_REFUSED,
+    FETCH_REFUSED_SHORT,
+    FETCH_VALUES,
+    FETCHERS,
+    FILE_TESTS,
+    FIND_EXEC,
+    FIND_PATTERNS,
+    GIT_FETCH_VALUES,
+    GIT_GLOBAL_VALUES,
+    GIT_MESSAGE_OPTIONS,
+    GIT_REMOTE_COMMANDS,
+    GIT_SAFE_KEYS,
+    GIT_SENSITIVE,
+    GIT_WRITES,
+    KEYWORDS,
+    MANAGER_VALUES,
+    NAMED,
+    PACKAGE_MANAGERS,
+    PATTERN_ALIASES,
+    PATTERN_TOOLS,
+    PRIVILEGE,
+    PUBLISH_SUBVERBS,
+    PUBLISH_VERBS,
+    PYTHON,
+    RUN_VALUES,
+    RUN_VERBS,
+    RUNNERS,
+    SHELLS,
+    SIMPLE_WRAPPERS,
+    SOCKET_EXEC,
+    SOCKET_TOOLS,
+    SOCKET_VALUES,
+    TASK_RUNNERS,
+    TIMEOUT_VALUES,
+    UNRESTRICTED,
+    WATCH_VALUES,
 )
 from domain.shell_programs import (
     arithmetic_names,
@@ -203,10 +250,6 @@ def evaluate_command(
     )
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 # --- paths -------------------------------------------------------------------------------
 
 # Placeholders inside expanded shell words: a value only known at run time, a
@@ -222,14 +265,14 @@ _FORGEABLE = re.compile("[\x00-\x04]")
 _GLOB = re.compile(r"[*?\[]")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`|,;)]+")
-_DEVICES = _words(
+_DEVICES = words(
     "/dev/null /dev/zero /dev/random /dev/urandom /dev/stdin /dev/stdout /dev/stderr /dev/tty"
 )
-_SYSTEM_BIN = _words(
+_SYSTEM_BIN = words(
     "/bin /sbin /usr/bin /usr/sbin /usr/local/bin /usr/local/sbin /opt/homebrew/bin"
     " /opt/homebrew/sbin"
 )
-_SECRET_FILES = _words(
+_SECRET_FILES = words(
     ".env .envrc .ssh .aws .gnupg .netrc _netrc .npmrc .pypirc .pgpass .git-credentials .kube"
 )
 _KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
@@ -568,14 +611,13 @@ class _Call:
 
 
 _MAX_DEPTH = 8
-_KEYWORDS = _words("{ } ! if then else elif fi do done while until coproc esac")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
-_ELSEWHERE_VARIABLES = _words(
+_ELSEWHERE_VARIABLES = words(
     "TMPDIR TMP TEMP XDG_CONFIG_HOME XDG_DATA_HOME XDG_CACHE_HOME XDG_STATE_HOME"
     " XDG_RUNTIME_DIR GNUPGHOME OLDPWD"
 )
 # Variables whose value is a command some program will run.
-_COMMAND_VARIABLES = _words(
+_COMMAND_VARIABLES = words(
     "GIT_SSH_COMMAND GIT_SSH GIT_PAGER PAGER MANPAGER GIT_EDITOR GIT_SEQUENCE_EDITOR EDITOR"
     " VISUAL GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS GIT_PROXY_COMMAND"
     " PROMPT_COMMAND LESSOPEN LESSCLOSE BROWSER"
@@ -583,272 +625,6 @@ _COMMAND_VARIABLES = _words(
 _SOURCE_VARIABLE = re.compile(r"INDEX_URL|INDEX|FIND_LINKS|REGISTRY|PROXY|MIRROR|REPOSITORY")
 _STDIN_NAMES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 _GLUED_PATH = re.compile(r"^(?:/[^/\s]|~|\.\./)")
-_PRIVILEGE = _words(
-    "sudo su doas pkexec runuser sudoedit dzdo chroot nsenter unshare setpriv capsh sg newgrp"
-    " bwrap firejail proot fakeroot"
-)
-_SHELLS = frozenset(
-    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash", "rbash"}
-)
-_PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
-_UNRESTRICTED = {
-    "eval": "`eval` runs a string as code",
-    "tmux": "`tmux` runs commands in another shell",
-    "screen": "`screen` runs commands in another shell",
-    "osascript": "`osascript` runs scripts outside the shell",
-    "powershell": "PowerShell is not parsed by this policy",
-    "pwsh": "PowerShell is not parsed by this policy",
-}
-_CREDENTIAL_TOOLS = _words(
-    "ssh-add ssh-agent ssh-keygen gpg gpg2 gpg-agent gpgconf security secret-tool pass gopass"
-    " op bw vault keyring aws-vault"
-)
-_ALWAYS_NETWORK = _words(
-    "ssh scp sftp mosh ssh-copy-id ssh-keyscan sshpass autossh sshfs ftp tftp lftp ncftp"
-    " smbclient rclone s3cmd socat aws gcloud gsutil az doctl oci ibmcloud glab hub tea mail"
-    " sendmail mutt"
-)
-_DEPLOY_TOOLS = _words(
-    "kubectl oc vercel netlify heroku fly flyctl firebase wrangler serverless sls eb cdk sam"
-    " amplify railway ansible ansible-playbook systemctl launchctl reboot shutdown halt"
-    " poweroff telinit crontab at batch systemd-run"
-)
-_DEPLOY_VERBS = {
-    "helm": _words("install upgrade uninstall delete rollback push"),
-    "terraform": _words("apply destroy import"),
-    "tofu": _words("apply destroy import"),
-    "pulumi": _words("up update destroy import"),
-}
-_FETCHERS = _words("curl wget wget2 http https xh xhs curlie aria2c lynx links w3m elinks")
-_CURL_VALUES = _words(
-    "-o -H -d -X -u -A -e -b -c -T -F -m -w -r -C -E -z -Y -y -P -t -Q -U --output --header"
-    " --data --data-raw --data-binary --data-urlencode --data-ascii --json --request --user"
-    " --user-agent --referer --cookie --cookie-jar --upload-file --form --form-string"
-    " --max-time --connect-timeout --write-out --range --continue-at --cert --key --cacert"
-    " --retry --retry-delay --retry-max-time --time-cond --limit-rate --output-dir"
-    " --proxy-user --oauth2-bearer --max-filesize --interface"
-)
-_WGET_VALUES = _words(
-    "-O -o -a -P -t -T -U -w -Q -l -A -R -D -X -I --output-document --output-file"
-    " --append-output --directory-prefix --tries --timeout --user-agent --wait --quota --level"
-    " --header --post-data --post-file --body-data --body-file --method --user --password"
-)
-_HTTPIE_VALUES = _words(
-    "-a --auth -A --auth-type --session --session-read-only -o --output --verify --cert"
-    " --cert-key --timeout --max-redirects"
-)
-_FETCH_VALUES = {
-    "curl": _CURL_VALUES,
-    "curlie": _CURL_VALUES,
-    "wget": _WGET_VALUES,
-    "wget2": _WGET_VALUES,
-    "http": _HTTPIE_VALUES,
-    "https": _HTTPIE_VALUES,
-    "xh": _HTTPIE_VALUES,
-    "xhs": _HTTPIE_VALUES,
-}
-# Options that send a fetch somewhere the command line does not show.
-_FETCH_REFUSED = _words(
-    "--proxy --preproxy --socks4 --socks4a --socks5 --socks5-hostname --connect-to --resolve"
-    " --config --doh-url --input-file --execute --proxy1.0 --all-proxy"
-)
-_FETCH_REFUSED_SHORT = {
-    "curl": _words("-x -K"),
-    "curlie": _words("-x -K"),
-    "wget": _words("-i -e"),
-    "wget2": _words("-i -e"),
-    "aria2c": _words("-i"),
-}
-_SOCKET_TOOLS = _words(
-    "nc ncat netcat telnet ping ping6 traceroute tracepath mtr dig nslookup host whois nmap"
-)
-_SOCKET_VALUES = frozenset(
-    {"-p", "-s", "-w", "-i", "-q", "-X", "-T", "-O", "-I", "-W", "-c", "-t", "-m", "-M"}
-)
-_SOCKET_EXEC = frozenset({"-e", "--exec", "--sh-exec", "--lua-exec"})
-_PACKAGE_MANAGERS = _words(
-    "pip pip3 uv uvx pipx poetry pdm hatch flit rye pipenv conda mamba micromamba twine npm"
-    " npx pnpm yarn bun bunx deno cargo gem bundle go composer dotnet mvn gradle gradlew make"
-    " just"
-)
-_PUBLISH_VERBS = {
-    "npm": _words(
-        "publish unpublish deprecate dist-tag owner access adduser login token team org hook"
-    ),
-    "pnpm": _words("publish"),
-    "yarn": _words("publish"),
-    "bun": _words("publish"),
-    "twine": _words("upload register"),
-    "poetry": _words("publish"),
-    "pdm": _words("publish"),
-    "hatch": _words("publish"),
-    "flit": _words("publish"),
-    "uv": _words("publish"),
-    "rye": _words("publish"),
-    "cargo": _words("publish yank owner login"),
-    "gem": _words("push yank owner signin"),
-    "mvn": _words("deploy"),
-    "deno": _words("publish deploy"),
-}
-_PUBLISH_SUBVERBS = {
-    ("yarn", "npm"): frozenset({"publish", "login", "tag"}),
-    ("dotnet", "nuget"): frozenset({"push", "delete"}),
-}
-_RUN_VERBS = frozenset(
-    {
-        ("uv", "run"),
-        ("poetry", "run"),
-        ("pipenv", "run"),
-        ("pdm", "run"),
-        ("hatch", "run"),
-        ("rye", "run"),
-        ("conda", "run"),
-        ("mamba", "run"),
-        ("micromamba", "run"),
-        ("bundle", "exec"),
-        ("npm", "exec"),
-        ("npm", "x"),
-        ("pnpm", "exec"),
-        ("pnpm", "dlx"),
-        ("yarn", "exec"),
-        ("yarn", "dlx"),
-        ("bun", "x"),
-        ("pipx", "run"),
-    }
-)
-_RUNNERS = frozenset({"npx", "uvx", "bunx"})
-_TASK_RUNNERS = frozenset({"make", "just", "gradle", "gradlew"})
-_MANAGER_VALUES = frozenset({"--prefix", "--cwd", "-C", "--directory", "--project"})
-_RUN_VALUES = _words(
-    "--with -w --python -p --extra --group --package --directory --project --env-file --index"
-    " --index-url --extra-index-url --default-index --from -n --name --prefix --cwd -C"
-    " --workspace --filter -F --spec"
-)
-_GIT_GLOBAL_VALUES = _words(
-    "-C -c --git-dir --work-tree --namespace --super-prefix --list-cmds --attr-source"
-)
-_GIT_SAFE_KEYS = _words(
-    "user.name user.email commit.gpgsign tag.gpgsign init.defaultbranch core.autocrlf"
-    " core.safecrlf core.eol core.quotepath core.filemode core.ignorecase pull.rebase pull.ff"
-    " merge.conflictstyle rebase.autosquash rebase.autostash diff.renames"
-    " status.showuntrackedfiles gc.auto maintenance.auto safe.directory"
-)
-_GIT_SENSITIVE = re.compile(r"^(?:remote|url|credential|http|https)\b|extraheader|token|password")
-_GIT_REMOTE_COMMANDS = _words(
-    "push remote send-email request-pull daemon instaweb http-push http-fetch imap-send svn p4"
-    " send-pack fetch-pack upload-pack receive-pack upload-archive http-backend shell"
-    " remote-http remote-https remote-ftp remote-ftps remote-ext remote-fd cvsimport"
-    " cvsexportcommit cvsserver"
-)
-# Subcommands that write the files they are given (the others read them or the index).
-_GIT_WRITES = _words(
-    "checkout restore rm mv apply am clean clone init worktree archive format-patch bundle"
-    " reset stash switch merge rebase cherry-pick revert submodule sparse-checkout"
-)
-_GIT_FETCH_VALUES = _words(
-    "-b --branch -o --origin --depth --deepen --shallow-since --shallow-exclude --reference"
-    " --reference-if-able -j --jobs --filter --template --separate-git-dir --server-option"
-    " --refmap --negotiation-tip -c --config --bundle-uri -X --strategy-option -s --strategy"
-)
-_GIT_MESSAGE_OPTIONS = _words(
-    "-m --message --grep --author --committer -S -G --format --pretty --date --since --until"
-)
-_NONE: frozenset[str] = frozenset()
-_PATTERN_TOOLS: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]] = {
-    # name: (options whose value replaces the positional pattern or program,
-    #        options whose value is a file that replaces it,
-    #        options whose value is data, other options that take a value)
-    "grep": (
-        frozenset({"-e", "--regexp"}),
-        frozenset({"-f", "--file"}),
-        _NONE,
-        frozenset({"-A", "-B", "-C", "-m", "-d", "-D", "--context", "--max-count"}),
-    ),
-    "rg": (
-        frozenset({"-e", "--regexp"}),
-        frozenset({"-f", "--file"}),
-        frozenset({"-r", "--replace"}),
-        frozenset({"-A", "-B", "-C", "-m", "-g", "--glob", "-t", "-T", "--type", "-j", "-M"})
-        | frozenset({"-E", "--encoding", "--max-count", "--iglob", "--type-not"}),
-    ),
-    "sed": (
-        frozenset({"-e", "--expression"}),
-        frozenset({"-f", "--file"}),
-        _NONE,
-        frozenset({"-l", "--line-length"}),
-    ),
-    "awk": (
-        frozenset({"-e", "--source"}),
-        frozenset({"-f", "--file"}),
-        frozenset({"-v", "-F", "--assign", "--field-separator"}),
-        frozenset({"-W"}),
-    ),
-    "jq": (_NONE, frozenset({"-f", "--from-file"}), frozenset({"--indent"}), _NONE),
-}
-_PATTERN_ALIASES = {
-    "egrep": "grep",
-    "fgrep": "grep",
-    "zgrep": "grep",
-    "ag": "rg",
-    "ack": "rg",
-    "gsed": "sed",
-    "gawk": "awk",
-    "mawk": "awk",
-    "nawk": "awk",
-    "yq": "jq",
-    "gojq": "jq",
-}
-_DATA_COMMANDS = _words(
-    "echo printf true false : tr basename dirname expr seq yes sleep type which"
-    " shift exit return wait set shopt ulimit umask jobs"
-)
-_DELIMITER_OPTIONS = {
-    "cut": _words("-d --delimiter"),
-    "paste": _words("-d --delimiters"),
-    "sort": _words("-t --field-separator"),
-    "join": _words("-t"),
-    "column": _words("-s --separator"),
-}
-_ARITHMETIC_TESTS = _words("-eq -ne -lt -le -gt -ge")
-_FILE_TESTS = _words("-e -f -d -r -w -x -s -L -h -p -S -b -c -g -u -k -O -G -N")
-_FIND_PATTERNS = _words(
-    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type"
-    " -xtype -size -perm -user -group -uid -gid -mtime -mmin -atime -amin -ctime -cmin"
-    " -maxdepth -mindepth -printf -fstype -links -inum -regextype -used -context"
-)
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_SIMPLE_WRAPPERS: dict[str, frozenset[str]] = {
-    # name: its options that take a value
-    "command": frozenset(),
-    "builtin": frozenset(),
-    "nohup": frozenset(),
-    "setsid": frozenset(),
-    "unbuffer": frozenset(),
-    "caffeinate": frozenset({"-t", "-w"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "ionice": frozenset({"-c", "-n", "--class", "--classdata"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "time": frozenset({"-f", "-o", "--format", "--output"}),
-    "exec": frozenset({"-a"}),
-    "chronic": frozenset(),
-}
-_TIMEOUT_VALUES = frozenset({"-s", "--signal", "-k", "--kill-after"})
-_ENV_VALUES = frozenset({"-u", "--unset"})
-_WATCH_VALUES = frozenset({"-n", "--interval", "-d", "--differences", "-q", "--equexit"})
-# Every name the policy judges by: a function or alias may not take one.
-_NAMED = (
-    KNOWN_COMMANDS
-    | UNANALYSED_WRAPPERS
-    | PROCESS_CONTROL_TOOLS
-    | frozenset(_SIMPLE_WRAPPERS)
-    | _PRIVILEGE
-    | frozenset(_UNRESTRICTED)
-    | _CREDENTIAL_TOOLS
-    | _ALWAYS_NETWORK
-    | _DEPLOY_TOOLS
-    | _KEYWORDS
-    | _words("timeout env busybox command_not_found_handle")
-)
 
 
 def _refused(rule: str, subject: str, why: str) -> Denial:
@@ -903,13 +679,13 @@ class _Shell:
             "Rscript": self._lua,
         }
         for names, handler in (
-            (_FETCHERS, self._fetcher),
-            (_SOCKET_TOOLS, self._socket),
-            (_PACKAGE_MANAGERS, self._package_manager),
-            (_SHELLS, self._shell),
-            (_DATA_COMMANDS, self._data),
-            (frozenset(_PATTERN_TOOLS) | frozenset(_PATTERN_ALIASES), self._pattern_tool),
-            (frozenset(_DELIMITER_OPTIONS), self._delimited),
+            (FETCHERS, self._fetcher),
+            (SOCKET_TOOLS, self._socket),
+            (PACKAGE_MANAGERS, self._package_manager),
+            (SHELLS, self._shell),
+            (DATA_COMMANDS, self._data),
+            (frozenset(PATTERN_TOOLS) | frozenset(PATTERN_ALIASES), self._pattern_tool),
+            (frozenset(DELIMITER_OPTIONS), self._delimited),
         ):
             for name in names:
                 handlers[name] = handler
@@ -1046,7 +822,7 @@ class _Shell:
         i = 0
         while i < len(words):
             raw = words[i].raw
-            if raw in _KEYWORDS and not words[i].quoted:
+            if raw in KEYWORDS and not words[i].quoted:
                 i += 1
             elif raw == "function" and not words[i].quoted:
                 denial = self._define(words[i + 1].raw, state) if i + 1 < len(words) else None
@@ -1200,7 +976,7 @@ class _Shell:
 
     def _define(self, name: str, state: _State, *, function: bool = True) -> Denial | None:
         """A function or alias named ``name``: refused if it would stand for a known command."""
-        if name in self.handlers or name in _NAMED or _PYTHON.match(name):
+        if name in self.handlers or name in NAMED or PYTHON.match(name):
             return _refused(
                 COMMAND_REDEFINITION,
                 name,
@@ -1240,7 +1016,7 @@ class _Shell:
                 denial = self._executable(head, state)
                 if denial:
                     return denial
-            if name in _PRIVILEGE:
+            if name in PRIVILEGE:
                 shown = " ".join(a.raw for a in args)
                 return _refused(
                     SUDO, shown, "a self-update cycle may not change user or gain privileges"
@@ -1266,24 +1042,24 @@ class _Shell:
             return None
         call = _Call(name, args[0], args[1:], state, piped, stdin, depth)
         call.writes = name not in READERS
-        if name in _UNRESTRICTED:
-            return _unseen(call.shown, _UNRESTRICTED[name])
-        if name in _CREDENTIAL_TOOLS:
+        if name in UNRESTRICTED:
+            return _unseen(call.shown, UNRESTRICTED[name])
+        if name in CREDENTIAL_TOOLS:
             return _refused(
                 CREDENTIALS,
                 call.shown,
                 "key and secret tools are off-limits to a self-update cycle",
             )
-        if name in _ALWAYS_NETWORK:
+        if name in ALWAYS_NETWORK:
             return _refused(
                 NETWORK,
                 call.shown,
                 "a self-update cycle may reach only loopback and this tool talks to remote hosts",
             )
-        if name in _DEPLOY_TOOLS or (
-            name in _DEPLOY_VERBS
+        if name in DEPLOY_TOOLS or (
+            name in DEPLOY_VERBS
             and call.first_operand() < len(call.args)
-            and call.args[call.first_operand()].value in _DEPLOY_VERBS[name]
+            and call.args[call.first_operand()].value in DEPLOY_VERBS[name]
         ):
             return _refused(
                 PUBLISH,
@@ -1298,7 +1074,7 @@ class _Shell:
                 "(`kill %1`, `kill $!`)",
             )
         handler = self.handlers.get(name)
-        if handler is None and _PYTHON.match(name):
+        if handler is None and PYTHON.match(name):
             handler = self._python
         if handler is not None:
             denial = handler(call)
@@ -1356,11 +1132,11 @@ class _Shell:
         self, name: str, rest: list[_Arg], state: _State, depth: int
     ) -> tuple[list[_Arg], list[_Arg]] | Denial | None:
         """For a wrapper: (its own arguments, the command it runs); None if not one."""
-        if name in _SIMPLE_WRAPPERS:
-            i = _skip_options(rest, _SIMPLE_WRAPPERS[name])
+        if name in SIMPLE_WRAPPERS:
+            i = _skip_options(rest, SIMPLE_WRAPPERS[name])
             return rest[:i], rest[i:]
         if name == "timeout":
-            i = _skip_options(rest, _TIMEOUT_VALUES)
+            i = _skip_options(rest, TIMEOUT_VALUES)
             return rest[: i + 1], rest[i + 1 :]
         if name == "busybox":
             return [], rest
@@ -1392,7 +1168,7 @@ class _Shell:
                         "`env -C` runs its command from another directory, which the "
                         "self-update policy does not follow",
                     )
-                if value in _ENV_VALUES:
+                if value in ENV_VALUES:
                     own.extend(rest[i : i + 2])
                     i += 2
                 elif value.startswith("-") and value != "-":
@@ -1415,7 +1191,7 @@ class _Shell:
         return None
 
     def _delimited(self, call: _Call) -> Denial | None:
-        options = _DELIMITER_OPTIONS[call.name]
+        options = DELIMITER_OPTIONS[call.name]
         for i, arg in enumerate(call.args):
             if arg.value in options:
                 call.data.add(i + 1)
@@ -1425,13 +1201,13 @@ class _Shell:
 
     def _test(self, call: _Call) -> Denial | None:
         for i, arg in enumerate(call.args):
-            if not (i > 0 and call.args[i - 1].value in _FILE_TESTS):
+            if not (i > 0 and call.args[i - 1].value in FILE_TESTS):
                 call.data.add(i)
             before = call.args[i - 1].value if i > 0 else ""
             after = call.args[i + 1].value if i + 1 < len(call.args) else ""
             if before == "-v":
                 denial = self._subscript(arg.value, call.state, call.shown)
-            elif call.name == "[[" and {before, after} & _ARITHMETIC_TESTS:
+            elif call.name == "[[" and {before, after} & ARITHMETIC_TESTS:
                 denial = self._arithmetic(arg.value, call.state, call.shown)
             else:
                 denial = None
@@ -1441,8 +1217,8 @@ class _Shell:
 
     def _pattern_tool(self, call: _Call) -> Denial | None:
         """grep, sed, awk, jq: the pattern, script or filter is not a path."""
-        family = _PATTERN_ALIASES.get(call.name, call.name)
-        replacing, files, data, others = _PATTERN_TOOLS[family]
+        family = PATTERN_ALIASES.get(call.name, call.name)
+        replacing, files, data, others = PATTERN_TOOLS[family]
         given = False
         programs: list[_Arg] = []
         i = 0
@@ -1517,13 +1293,13 @@ class _Shell:
         i = 0
         while i < len(call.args):
             value = call.args[i].value
-            if value in _FIND_PATTERNS:
+            if value in FIND_PATTERNS:
                 call.data.add(i + 1)
                 i += 2
             elif value == "-fprintf":
                 call.data.add(i + 2)
                 i += 3
-            elif value in _FIND_EXEC:
+            elif value in FIND_EXEC:
                 end = i + 1
                 while end < len(call.args) and call.args[end].value not in (";", "+"):
                     end += 1
@@ -1692,7 +1468,7 @@ class _Shell:
         return _piped_file(call, call.args[0].value if call.args else "")
 
     def _watch(self, call: _Call) -> Denial | None:
-        i = _skip_options(call.args, _WATCH_VALUES)
+        i = _skip_options(call.args, WATCH_VALUES)
         if any(a.value in ("-x", "--exec") for a in call.args[:i]):
             return self._nested(call, i)
         call.data.update(range(i, len(call.args)))
@@ -1784,7 +1560,7 @@ class _Shell:
             if option in code_options and "=" in value:
                 call.data.add(i)
                 return self._code(call, _Arg(value.split("=", 1)[1], value, call.args[i].dynamic))
-            if value == "-m" and _PYTHON.match(call.name) and i + 1 < len(call.args):
+            if value == "-m" and PYTHON.match(call.name) and i + 1 < len(call.args):
                 return self._python_module(call, i + 1)
             i += 2 if value in value_options else 1
         if i >= len(call.args) or call.args[i].value in _STDIN_NAMES:
@@ -1792,7 +1568,7 @@ class _Shell:
         if denial := _piped_file(call, call.args[i].value):
             return denial
         if (
-            _PYTHON.match(call.name)
+            PYTHON.match(call.name)
             and posixpath.basename(call.args[i].value) == "setup.py"
             and any(a.value in ("upload", "register") for a in call.args[i + 1 :])
         ):
@@ -1850,8 +1626,8 @@ class _Shell:
     # -- network --
 
     def _fetcher(self, call: _Call) -> Denial | None:
-        value_options = _FETCH_VALUES.get(call.name, frozenset())
-        refused = _FETCH_REFUSED | _FETCH_REFUSED_SHORT.get(call.name, frozenset())
+        value_options = FETCH_VALUES.get(call.name, frozenset())
+        refused = FETCH_REFUSED | FETCH_REFUSED_SHORT.get(call.name, frozenset())
         targets: list[str] = []
         i = 0
         while i < len(call.args):
@@ -1903,7 +1679,7 @@ class _Shell:
         i = 0
         while i < len(call.args):
             value = call.args[i].value
-            if value in _SOCKET_EXEC or value.startswith("-c") and call.name == "ncat":
+            if value in SOCKET_EXEC or value.startswith("-c") and call.name == "ncat":
                 return _unseen(call.shown, "it runs a command on a network connection")
             if value in ("-x", "--proxy"):
                 return _refused(NETWORK, call.shown, "it connects through a proxy")
@@ -1911,7 +1687,7 @@ class _Shell:
                 value.startswith("-") and "l" in value[1:] and not value.startswith("--")
             ):
                 listening = listening or call.name in ("nc", "ncat", "netcat")
-            if value in _SOCKET_VALUES and call.name not in ("dig", "host", "nslookup"):
+            if value in SOCKET_VALUES and call.name not in ("dig", "host", "nslookup"):
                 i += 2
                 continue
             if value.startswith(("-", "+")) and value != "-":
@@ -1961,9 +1737,9 @@ class _Shell:
 
     def _package_manager(self, call: _Call) -> Denial | None:
         name, values = call.name, call.values
-        if name in _RUNNERS:
+        if name in RUNNERS:
             return self._run(call, -1)
-        start = call.first_operand(_MANAGER_VALUES)
+        start = call.first_operand(MANAGER_VALUES)
         verb = values[start] if start < len(values) else ""
         following = values[start + 1] if start + 1 < len(values) else ""
         if name == "go" and (
@@ -1976,13 +1752,13 @@ class _Shell:
             name in ("bun", "deno") and {"-e", "--eval", "-p", "--print"} & set(values)
         ):
             return self._code(call, call.args[0])
-        if verb in _PUBLISH_VERBS.get(name, ()) or following in _PUBLISH_SUBVERBS.get(
+        if verb in PUBLISH_VERBS.get(name, ()) or following in PUBLISH_SUBVERBS.get(
             (name, verb), ()
         ):
             return _refused(
                 PUBLISH, call.shown, "a self-update cycle may not publish or release packages"
             )
-        if name in _TASK_RUNNERS:
+        if name in TASK_RUNNERS:
             scripts = values[start:]
         elif name in ("npm", "pnpm", "yarn", "bun"):
             scripts = [following] if verb in ("run", "run-script") else [verb]
@@ -1990,7 +1766,7 @@ class _Shell:
             scripts = []
         if any(re.match(r"^(?:publish|deploy)(?:$|[:_-])", s) for s in scripts):
             return _refused(PUBLISH, call.shown, "a self-update cycle may not publish or deploy")
-        if name in _TASK_RUNNERS:
+        if name in TASK_RUNNERS:
             return _piped_file(call, *values)
         if self._writes_user_config(name, verb, following, values):
             return _refused(
@@ -1998,7 +1774,7 @@ class _Shell:
                 call.shown,
                 "it writes the package manager's user configuration, outside the clone",
             )
-        if (name, verb) in _RUN_VERBS:
+        if (name, verb) in RUN_VERBS:
             return self._run(call, start)
         if name == "uv" and verb == "tool" and following == "run":
             return self._run(call, start + 1)
@@ -2036,7 +1812,7 @@ class _Shell:
                 return self._urls(call, verb_index + 1 + j) or self._nested_script(call, script)
             if not arg.value.startswith("-"):
                 break
-        start = verb_index + 1 + _skip_options(rest, _RUN_VALUES)
+        start = verb_index + 1 + _skip_options(rest, RUN_VALUES)
         # The sources (options and the package a runner fetches) are checked here; what
         # the command does with its own arguments is judged as that command.
         return self._urls(call, start + 1) or self._nested(call, start)
@@ -2064,7 +1840,7 @@ class _Shell:
                 )
             if value == "-c" and i + 1 < len(values):
                 pairs.append(values[i + 1])
-            if value in _GIT_GLOBAL_VALUES:
+            if value in GIT_GLOBAL_VALUES:
                 i += 2
             elif value.startswith("-"):
                 i += 1
@@ -2073,7 +1849,7 @@ class _Shell:
         sub = values[i] if i < len(values) else ""
         rest = call.args[i + 1 :]
         base = i + 1
-        if sub in _GIT_REMOTE_COMMANDS or (
+        if sub in GIT_REMOTE_COMMANDS or (
             sub == "lfs" and rest and rest[0].value in ("push", "pull", "fetch")
         ):
             return _refused(
@@ -2101,7 +1877,7 @@ class _Shell:
                 f"`git {sub}` is not on the self-update policy's list of git commands it "
                 "understands",
             )
-        call.writes = sub in _GIT_WRITES or any(v.startswith("--output") for v in values)
+        call.writes = sub in GIT_WRITES or any(v.startswith("--output") for v in values)
         if sub in ("clone", "fetch", "pull", "ls-remote"):
             return self._git_fetch(call, sub, base)
         if sub == "submodule":
@@ -2129,7 +1905,7 @@ class _Shell:
                         return denial
         for j in range(base, len(call.args)):
             option = call.args[j].value.split("=", 1)[0]
-            if option in _GIT_MESSAGE_OPTIONS:
+            if option in GIT_MESSAGE_OPTIONS:
                 call.data.add(j if "=" in call.args[j].value else j + 1)
             elif re.match(r"^-[mSG].", call.args[j].value) and sub in (
                 "commit",
@@ -2167,7 +1943,7 @@ class _Shell:
             if value == "--":
                 operands.extend(a.value for a in call.args[j + 1 :])
                 break
-            if value in _GIT_FETCH_VALUES:
+            if value in GIT_FETCH_VALUES:
                 j += 2
                 continue
             if not value.startswith("-"):
@@ -2279,7 +2055,7 @@ class _Shell:
             return None
         if (
             listing
-            or _GIT_SENSITIVE.search(key)
+            or GIT_SENSITIVE.search(key)
             or (regexp and not key.startswith(("user.", "core.", "color.", "alias.")))
         ):
             return _refused(
@@ -2448,7 +2224,7 @@ def _candidates(value: str) -> Iterator[str]:
 
 
 def _safe_git_key(key: str) -> bool:
-    return key in _GIT_SAFE_KEYS or key.startswith(("color.", "advice."))
+    return key in GIT_SAFE_KEYS or key.startswith(("color.", "advice."))
 
 
 def _repository_kind(operand: str) -> str:
@@ -2505,7 +2281,7 @@ def _tool_path(scope: _Scope, value: str, cwd: str, *, write: bool = True) -> De
 
 # --- tools -----------------------------------------------------------------------------
 
-_SHELL_TOOLS = _words(
+_SHELL_TOOLS = words(
     "bash shell run_shell_command exec_command shell_command local_shell container.exec write_bash"
 )
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
@@ -2513,7 +2289,7 @@ _FETCH_TOOLS = frozenset({"webfetch", "web_fetch", "fetch"})
 _SEARCH_TOOLS = frozenset({"websearch", "web_search", "google_web_search"})
 _GLOB_TOOLS = frozenset({"glob"})
 # Tools that only read the paths they are given; every other tool may write them.
-_READ_TOOLS = _words(
+_READ_TOOLS = words(
     "read notebookread glob grep ls read_file read_many_files list_directory"
     " search_file_content view list_dir grep_files view_image"
 )
@@ -2607,8 +2383,8 @@ class _Tools:
                     f"cycle may work ({denial.rule}), so every tool call is refused.",
                 )
         name = tool_name.strip().lower()
-        if name in _UNRESTRICTED:
-            return _unseen(tool_name, _UNRESTRICTED[name])
+        if name in UNRESTRICTED:
+            return _unseen(tool_name, UNRESTRICTED[name])
         if name in _SEARCH_TOOLS:
             return _refused(
                 NETWORK,

@@ -34,7 +34,8 @@ ALLOWLIST_RULES = frozenset(
 )
 
 
-def _words(text: str) -> frozenset[str]:
+def words(text: str) -> frozenset[str]:
+    """The set of the space-separated words in ``text``: the tables' notation."""
     return frozenset(text.split())
 
 
@@ -42,7 +43,7 @@ def _words(text: str) -> frozenset[str]:
 # options, data and paths, and every path is checked. (Commands with a judge, such as
 # git, the interpreters, shells, package managers and fetchers, are allowed or refused
 # by it.)
-KNOWN_COMMANDS = _words(
+KNOWN_COMMANDS = words(
     # files and text
     "ls cat head tail wc sort uniq cut paste join column tr diff cmp comm file stat du df"
     " tree realpath readlink basename dirname pwd mkdir rmdir rm cp mv ln touch chmod"
@@ -64,18 +65,18 @@ KNOWN_COMMANDS = _words(
 # whatever they run. (The simple, fixed forms — ``timeout``, ``nice``, ``nohup``,
 # ``env``, ``time``, ``stdbuf``, ``setsid``, ``command``, ``exec`` — are unwrapped and
 # the inner command judged.)
-UNANALYSED_WRAPPERS = _words(
+UNANALYSED_WRAPPERS = words(
     "xargs flock taskset chrt script parallel strace ltrace prlimit numactl cpulimit"
     " xvfb-run dbus-run-session dbus-launch faketime entr valgrind gdb lldb rr perf"
     " catchsegv setarch linux32 linux64 expect"
 )
 
 # Signals to processes: only jobs of the agent's own shell (`kill %1`, `kill $!`).
-PROCESS_CONTROL_TOOLS = _words("pkill killall skill snice fuser renice")
+PROCESS_CONTROL_TOOLS = words("pkill killall skill snice fuser renice")
 
 # git subcommands the policy knows; any other (an external `git-*` program, an alias
 # set elsewhere, a transport helper) is refused as unknown.
-GIT_SUBCOMMANDS = _words(
+GIT_SUBCOMMANDS = words(
     "add am annotate apply archive bisect blame branch bundle cat-file check-attr"
     " check-ignore check-ref-format checkout cherry cherry-pick clean clone commit"
     " commit-tree config count-objects describe diff diff-files diff-index diff-tree"
@@ -90,7 +91,7 @@ GIT_SUBCOMMANDS = _words(
 # Commands that only read the files they are given: they may read the agents'
 # instruction files and git's own files that are not credentials (`cat CLAUDE.md`,
 # `test -d .git`). Every other command's paths are taken as written.
-READERS = _words(
+READERS = words(
     "cat head tail wc cut paste join column diff cmp comm file stat du ls realpath readlink"
     " basename dirname nl fold rev tac od hexdump strings md5sum sha1sum sha256sum"
     " sha512sum b2sum cksum grep egrep fgrep zgrep rg ag ack jq gojq awk gawk mawk nawk"
@@ -100,7 +101,7 @@ READERS = _words(
 # --- the environment -------------------------------------------------------------------
 
 # Variables that choose which program runs, what it loads or how a shell splits words.
-_EXEC_NAMES = _words(
+_EXEC_NAMES = words(
     "PATH BASH_ENV ENV IFS CDPATH PS4 PROMPT_COMMAND SHELLOPTS BASHOPTS GLOBIGNORE HOME"
     " XDG_CONFIG_HOME ZDOTDIR INPUTRC SHELL CONFIG_SHELL MAKEFLAGS MFLAGS MAKE CC CXX CPP"
     " LD AR NODE_OPTIONS NODE_PATH GCONV_PATH LOCPATH NLSPATH TAR_OPTIONS GREP_OPTIONS"
@@ -111,7 +112,7 @@ _EXEC_NAMES = _words(
 )
 _EXEC_PREFIXES = ("GIT_", "LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_", "CARGO_", "RUSTUP_")
 # Exceptions: names in those families that carry data only.
-_DATA_NAMES = _words(
+_DATA_NAMES = words(
     "GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL"
     " GIT_COMMITTER_DATE GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_MERGE_AUTOEDIT"
     " GIT_LITERAL_PATHSPECS PYTHONDONTWRITEBYTECODE PYTHONUNBUFFERED PYTHONHASHSEED"
