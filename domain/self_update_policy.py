@@ -115,6 +115,7 @@ from domain.shell_allowlist import (
     UNKNOWN_COMMAND,
     UNRESOLVED_PATH_EXPANSION,
     changes_execution,
+    running_option,
     words,
 )
 from domain.shell_commands import (
@@ -1073,6 +1074,12 @@ class _Shell:
                 "a self-update cycle may signal only the jobs its own shell started "
                 "(`kill %1`, `kill $!`)",
             )
+        if option := running_option(name, call.values):
+            return _refused(
+                UNANALYSED_WRAPPER, call.shown, f"`{option}` runs a command or reads a file list"
+            )
+        if name == "date" and any(re.match(r"-s|--set", v) for v in call.values):
+            return _refused(SUDO, call.shown, "it sets the system clock")
         handler = self.handlers.get(name)
         if handler is None and PYTHON.match(name):
             handler = self._python
@@ -1090,6 +1097,7 @@ class _Shell:
                 call.shown,
                 f"`{name}` is not on the self-update policy's list of commands it understands",
             )
+
         for index, arg in enumerate(call.args):
             if index not in call.data:
                 denial = self._arg_path(arg, state, write=call.writes)

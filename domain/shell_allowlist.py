@@ -51,7 +51,7 @@ KNOWN_COMMANDS = words(
     " md5sum sha1sum sha256sum sha512sum b2sum cksum base64 iconv split csplit dd shuf"
     " tar gzip gunzip zcat bzip2 bunzip2 xz unxz zip unzip patch"
     # the environment, read only
-    " date cal uname whoami id hostname nproc uptime free ps pgrep lsof printenv locale"
+    " date cal uname whoami id nproc uptime free ps pgrep lsof printenv locale bc"
     " getconf tput clear which"
     # shell builtins and keywords the parser hands on as commands
     " break continue times dirs help getopts unalias fg bg disown"
@@ -149,3 +149,47 @@ def changes_execution(name: str, value: str, *, dynamic: bool) -> bool:
         or name.lower().startswith("npm_config_")
         or name.endswith(("_CONFIG_FILE", "_ASKPASS"))
     )
+
+
+# --- options of known commands that run another program -------------------------------
+
+# Long options, and short options (also inside a cluster such as `-cIf`), by command.
+_RUNNING_LONG = {
+    "tar": (
+        "--to-command",
+        "--checkpoint-action",
+        "--use-compress-program",
+        "--info-script",
+        "--new-volume-script",
+        "--rsh-command",
+        "--rmt-command",
+        "--files-from",
+    ),
+    "zip": ("--unzip-command",),
+    "split": ("--filter",),
+    "sort": ("--compress-program", "--files0-from"),
+    "install": ("--strip-program",),
+    "wc": ("--files0-from",),
+    "du": ("--files0-from",),
+}
+_RUNNING_SHORT = {"tar": "IFT", "cmake": "E"}
+_RUNNING_EXACT = {"zip": ("-TT",), "gcc": ("-wrapper",), "g++": ("-wrapper",), "cc": ("-wrapper",)}
+
+
+def running_option(name: str, values: list[str]) -> str | None:
+    """The option of a known command that runs (or reads a list of) what the line does not
+    show (`tar --to-command`, `tar cIf`, `split --filter`, `cmake -E`), or None."""
+    for index, value in enumerate(values):
+        if value in _RUNNING_EXACT.get(name, ()):
+            return value
+        option = value.split("=", 1)[0]
+        if option in _RUNNING_LONG.get(name, ()):
+            return option
+        letters = _RUNNING_SHORT.get(name, "")
+        # A cluster after one dash, or tar's old style: a first word of letters only.
+        cluster = value[1:] if value.startswith("-") and not value.startswith("--") else ""
+        if not cluster and name == "tar" and index == 0 and value.isalpha():
+            cluster = value
+        if letters and any(letter in letters for letter in cluster):
+            return value
+    return None
