@@ -1134,6 +1134,8 @@ class _Shell:
             denial = self.scope.check(candidate, state.cwd, arg.raw, write=write)
             if denial:
                 return denial
+        if write and re.match(r"-[^-]..", arg.value):  # `-oCLAUDE.md`: a glued output file
+            return self.scope.check(arg.value[2:], state.cwd, arg.raw, write=True)
         return None
 
     def _unwrap(

@@ -230,6 +230,8 @@ ATTACKS: list[tuple[str, str]] = [
     ("yq -i '.a = 1' .github/workflows/ci.yml", PROTECTED_PATH),
     ("less '+!git push' README.md", UNKNOWN_COMMAND),
     ("git diff --output=CLAUDE.md", PROTECTED_PATH),
+    ("curl -s -oCLAUDE.md http://127.0.0.1:8000/x", PROTECTED_PATH),
+    ("cp -t.claude/commands x.md", PROTECTED_PATH),
     # anything else: not on the list
     ("sqlite3 x.db '.shell id'", UNKNOWN_COMMAND),
     ("psql -h 127.0.0.1", UNKNOWN_COMMAND),
