@@ -1903,7 +1903,7 @@ class _Shell:
         if sub in ("rebase", "difftool", "mergetool", "filter-branch"):
             for j in range(base, len(call.args)):
                 option, eq, inline = call.args[j].value.partition("=")
-                if option in ("-x", "--exec", "--extcmd") or option.endswith("-filter"):
+                if option in ("-x", "--exec", "--extcmd", "--setup") or option.endswith("-filter"):
                     script = (
                         _Arg(inline, call.args[j].raw, call.args[j].dynamic)
                         if eq
@@ -2080,6 +2080,10 @@ class _Shell:
         given = False
         for j in range(base, len(call.args)):
             value = call.args[j].value
+            if re.match(r"-O|--open-files-in-pager", value):
+                return _refused(
+                    UNANALYSED_WRAPPER, call.shown, "it opens the matching files with a command"
+                )
             if value in ("-e", "--and", "--or", "--not"):
                 given = given or value == "-e"
                 call.data.add(j + 1)

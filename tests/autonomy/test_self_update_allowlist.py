@@ -159,6 +159,7 @@ ATTACKS: list[tuple[str, str]] = [
     ("renice 19 1", PROCESS_CONTROL),
     # remotes and module fetches in other spellings
     ("git send-pack https://example.com/x main", GIT_REMOTE),
+    ("git filter-branch --setup 'git push' HEAD", GIT_REMOTE),
     ("git fetch-pack https://example.com/x", GIT_REMOTE),
     ("git upload-pack .", GIT_REMOTE),
     ("git remote-https origin https://example.com/x", GIT_REMOTE),
@@ -240,6 +241,9 @@ ATTACKS: list[tuple[str, str]] = [
     ("tclsh x.tcl", UNKNOWN_COMMAND),
     ("git frobnicate", UNKNOWN_COMMAND),
     ("git p", UNKNOWN_COMMAND),
+    ("git difftool -t ./evil.sh", UNKNOWN_COMMAND),
+    ("git grep -O'git push' TODO", UNANALYSED_WRAPPER),
+    ("git grep --open-files-in-pager=./evil.sh TODO", UNANALYSED_WRAPPER),
     ("ionice -p 1", UNKNOWN_COMMAND),
 ]
 
