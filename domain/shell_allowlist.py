@@ -171,8 +171,10 @@ _RUNNING_LONG = {
     "install": ("--strip-program",),
     "wc": ("--files0-from",),
     "du": ("--files0-from",),
+    "patch": ("--ed",),
+    "pylint": ("--init-hook",),
 }
-_RUNNING_SHORT = {"tar": "IFT", "cmake": "E"}
+_RUNNING_SHORT = {"tar": "IFT", "cmake": "E", "patch": "e"}
 _RUNNING_EXACT = {"zip": ("-TT",), "gcc": ("-wrapper",), "g++": ("-wrapper",), "cc": ("-wrapper",)}
 
 

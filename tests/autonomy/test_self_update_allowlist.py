@@ -224,6 +224,8 @@ ATTACKS: list[tuple[str, str]] = [
     ("cmake -E env git push", UNANALYSED_WRAPPER),
     ("gcc -wrapper git,push x.c", UNANALYSED_WRAPPER),
     ("wc --files0-from=list.txt", UNANALYSED_WRAPPER),
+    ("patch -e x.txt script.ed", UNANALYSED_WRAPPER),
+    ("pylint --init-hook='import os; os.system(1)' src", UNANALYSED_WRAPPER),
     ("date -s '2020-01-01'", SUDO),
     ("hostname evil", UNKNOWN_COMMAND),
     ("gawk -i inplace '{ print }' CLAUDE.md", AWK_SED_IO),
@@ -329,6 +331,7 @@ ORDINARY: list[str] = [
     "date +%s",
     "cmake -S . -B build",
     "gcc -O2 -o build/x x.c",
+    "patch -p1 < fix.diff",
 ]
 
 
