@@ -1260,6 +1260,15 @@ class _Shell:
             elif value in ("--files", "--type-list") or (eq and option in files):
                 given = True
                 i += 1
+            elif (
+                cluster := re.fullmatch(r"-[nrEsuz]+([ef])(.+)", value) if family == "sed" else None
+            ):
+                # `-nes/a/b/`: flags, then a script (or a script file) glued on
+                call.data.add(i)
+                given = True
+                if cluster.group(1) == "e":
+                    programs.append(_Arg(cluster.group(2), call.args[i].raw, call.args[i].dynamic))
+                i += 1
             elif value.startswith("-") and value != "-":
                 i += 1
             else:

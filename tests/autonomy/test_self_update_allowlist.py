@@ -107,6 +107,7 @@ ATTACKS: list[tuple[str, str]] = [
     ("sed 's/a/b/w /tmp/out' x.txt", AWK_SED_IO),
     ("sed -e 's/a/b/' -e '1r /etc/passwd' x.txt", AWK_SED_IO),
     ("sed --expression='e id' x.txt", AWK_SED_IO),
+    ("sed -nes/a/b/w/tmp/out", AWK_SED_IO),
     # environment that changes what a program runs, in every spelling
     ("GIT_CONFIG_GLOBAL=./evil.gitconfig git log", EXEC_CHANGING_ENV),
     ("GIT_EXTERNAL_DIFF=./evil.sh git diff", EXEC_CHANGING_ENV),
@@ -304,6 +305,7 @@ ORDINARY: list[str] = [
     "sed -n '1,80p' README.md",
     "sed -i 's/old/new/g' src/x.py",
     "sed -e 's#/usr/local#/opt#' -e '/^$/d' x.txt",
+    "sed -nes/a/b/p x.txt",
     "awk '{print $1}' data.txt",
     "awk -F: '$3 > 100 {print $1}' data.txt",
     "awk 'NR==1 || /x/' data.txt",
