@@ -1621,6 +1621,8 @@ class _Shell:
                 call.depth,
             )
             return self._package_manager(inner)
+        if module in ("timeit", "pdb", "code", "runpy", "idlelib"):
+            return self._code(call, call.args[index])  # they run code given inline or piped
         return None
 
     def _node(self, call: _Call) -> Denial | None:

@@ -77,6 +77,8 @@ ATTACKS: list[tuple[str, str]] = [
     ("ruby -e 'system(\"git push\")'", INLINE_INTERPRETER),
     ("php -r 'system(\"id\");'", INLINE_INTERPRETER),
     ("uv run python -c 'print(1)'", INLINE_INTERPRETER),
+    ("python -m timeit 'import os; os.system(1)'", INLINE_INTERPRETER),
+    ("python -m pdb -c 'import os' x.py", INLINE_INTERPRETER),
     ("deno eval 'Deno.exit()'", INLINE_INTERPRETER),
     ('bun -e \'Bun.spawn(["git", "push"])\'', INLINE_INTERPRETER),
     # paths with an expansion the policy cannot resolve
