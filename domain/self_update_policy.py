@@ -255,14 +255,15 @@ def evaluate_command(
 
 # Placeholders inside expanded shell words: a value only known at run time, a
 # directory known to be outside the clone ($TMPDIR, $XDG_CONFIG_HOME, ...), one of
-# the paths a loop or `find -exec` goes through (each already checked), and the PID
-# of a job the agent's shell started (`$!`). Control characters, so no real command
-# text can forge them (top-level input containing them is refused).
+# the paths a loop or `find -exec` goes through (each already checked, as written to
+# or only as read), and the PID of a job the agent's shell started (`$!`). Control
+# characters, so no real command text can forge them (input containing them is refused).
 _UNKNOWN = "\x01"
 _ELSEWHERE = "\x02"
 _CHECKED = "\x03"
 _JOB = "\x04"
-_FORGEABLE = re.compile("[\x00-\x04]")
+_READ_ONLY = "\x05"
+_FORGEABLE = re.compile("[\x00-\x05]")
 _GLOB = re.compile(r"[*?\[]")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`|,;)]+")
@@ -369,7 +370,7 @@ def _brace_expand(word: str, budget: int = 64) -> list[str] | None:
 
 def _code(text: str, limit: int = 100) -> str:
     """Text quoted for a reason sentence: one line, bounded, in backticks."""
-    flat = " ".join(re.sub("[\x01-\x04]", "?", text).split())
+    flat = " ".join(re.sub("[\x01-\x05]", "?", text).split())
     if len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     return f"`{flat.replace('`', chr(39))}`"
@@ -740,7 +741,7 @@ class _Shell:
                 value = self._variable(part.text, state)
                 if not part.quoted and re.search(r"\s", value):
                     value = _UNKNOWN  # split into words the policy would have to count
-                dynamic = dynamic or bool(re.search("[\x01\x03\x04]", value))
+                dynamic = dynamic or bool(re.search("[\x01\x03-\x05]", value))
                 out.append(value)
             elif part.kind == "sub" and is_arithmetic(part.text):
                 out.append(_UNKNOWN)
@@ -758,8 +759,8 @@ class _Shell:
                 out.append(_UNKNOWN)
                 dynamic = True
         value = "".join(out)
-        if not re.fullmatch(r"(?:[A-Za-z_]\w*\+?=)?[\x03\x04]", value):
-            value = re.sub("[\x03\x04]", _UNKNOWN, value)  # a marker inside a longer word
+        if not re.fullmatch(r"(?:[A-Za-z_]\w*\+?=)?[\x03-\x05]", value):
+            value = re.sub("[\x03-\x05]", _UNKNOWN, value)  # a marker inside a longer word
         expanded = any(part.kind != "lit" for part in word.parts)
         return _Arg(value, word.raw, dynamic, expanded), subs
 
@@ -863,13 +864,15 @@ class _Shell:
         if denial:
             return denial
         items = header[2:] if len(header) > 1 and header[1].value == "in" else []
-        for arg in items:  # checked as written to: the body may write to each
-            denial = self._arg_path(arg, state, write=True)
+        writable = True
+        for arg in items:
+            denial = self._arg_path(arg, state)
             if denial:
                 return denial
+            writable = writable and not self._arg_path(arg, state, write=True)
         # Each item was checked as a path, so the variable is one of them (not an option).
         plain = bool(items) and all(not a.value.startswith("-") for a in items)
-        state.variables[name] = _CHECKED if plain else _UNKNOWN
+        state.variables[name] = (_CHECKED if writable else _READ_ONLY) if plain else _UNKNOWN
         return None
 
     def _stdin(self, redirects: list[Redirect], state: _State) -> _Arg | None:
@@ -905,7 +908,7 @@ class _Shell:
         name = name.rstrip("+")
         if name in ("HOME", "PWD"):
             return
-        kept = not arg.dynamic or value in (_JOB, _CHECKED) or _UNKNOWN in value
+        kept = not arg.dynamic or value in (_JOB, _CHECKED, _READ_ONLY) or _UNKNOWN in value
         state.variables[name] = value if kept else _UNKNOWN
 
     def _assignment(self, arg: _Arg, state: _State, depth: int) -> Denial | None:
@@ -962,7 +965,7 @@ class _Shell:
                     f"arithmetic evaluates `{name}`, whose value is only known at run time and "
                     "may hold code",
                 )
-        if re.search("[\x01-\x04]", text):
+        if re.search("[\x01-\x05]", text):
             return _unseen(shown, "arithmetic evaluates a value only known at run time")
         return None
 
@@ -1121,9 +1124,9 @@ class _Shell:
         return self.scope.check(head.value, state.cwd, head.raw)
 
     def _arg_path(self, arg: _Arg, state: _State, *, write: bool = False) -> Denial | None:
-        if arg.value == _CHECKED:
+        if arg.value == _CHECKED or (arg.value == _READ_ONLY and not write):
             return None  # one of the paths a loop or `find -exec` goes through, each checked
-        if arg.dynamic or re.search("[\x01\x03\x04]", arg.value):
+        if arg.dynamic or re.search("[\x01\x03-\x05]", arg.value):
             return _refused(
                 UNRESOLVED_PATH_EXPANSION,
                 arg.raw,

@@ -187,7 +187,8 @@ ATTACKS: list[tuple[str, str]] = [
     ("echo x > .github/workflows/ci.yml", PROTECTED_PATH),
     ("git checkout HEAD -- CLAUDE.md", PROTECTED_PATH),
     ("rm -rf .cl*", PROTECTED_PATH),
-    ("for f in CLAUDE.md; do echo x > $f; done", PROTECTED_PATH),
+    ("for f in CLAUDE.md; do echo x > $f; done", UNRESOLVED_PATH_EXPANSION),
+    ("for f in docs/*.md; do sed -i s/a/b/ $f; done", UNRESOLVED_PATH_EXPANSION),
     # arithmetic evaluates a value again: code in a variable runs
     ("x='a[$(git push)]'; echo $((x))", UNRESTRICTED_SHELL),
     ("read n < f.txt; echo $((n + 1))", UNRESTRICTED_SHELL),
@@ -315,6 +316,8 @@ ORDINARY: list[str] = [
     "find . -name '*.pyc' -delete",
     'for f in src/*.py; do ruff check "$f"; done',
     "for f in a.txt b.txt; do wc -l $f; done",
+    'for f in docs/*.md CLAUDE.md; do grep -c TODO "$f"; done',
+    "for f in src/*.py; do sed -i s/a/b/ $f; done",
     "echo $((1 + 2))",
     "f() { ls; }; f",
     "alias ll='ls -la'",
