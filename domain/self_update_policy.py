@@ -18,7 +18,10 @@ What it refuses (``Denial.rule``):
   the clone still protects everything around it), and the agents' own hook and
   permission settings inside the clone (``.claude/settings*.json``,
   ``.gemini/settings.json``, ``.codex/``, ``.copilot/``, ``.github/hooks/``,
-  ``.mcp.json``): governance, not workspace content.
+  ``.mcp.json``): governance, not workspace content. Writes (file tools other than
+  readers, redirections, commands not on ``READERS``) to whatever
+  domain/protected_paths.py protects: agent instructions (``CLAUDE.md``, ``AGENTS.md``,
+  ``.claude/``...), git's own files (``.git/``, ``.gitattributes``) and CI.
 - ``credentials``: credential and git-internal files anywhere, inside the clone too
   (``.env``, ``.env.*``, ``.envrc``, ``.ssh``, ``.git/config``, ``.git/hooks``, ``*.pem``,
   ``*.key``, ``.netrc``, ``.npmrc``, ``.pypirc``, ``.aws``, ``.docker/config.json``,
@@ -43,12 +46,17 @@ What it refuses (``Denial.rule``):
   argument, an option or a ``*_INDEX_URL``/``*_REGISTRY``/``*_PROXY`` variable) is
   refused, and so are writes of package-manager configuration.
 - ``sudo``: ``sudo``, ``su``, ``doas`` and friends, privileged containers.
-- ``unrestricted-shell``: code the policy cannot see: ``eval``, a command name computed
-  at run time, command text or code computed at run time (``bash -c "$X"``), piping
-  into a shell or interpreter (``| sh``, ``| python -``), decode-and-execute payloads,
-  ``tmux``/``screen`` (they run commands in another shell), and anything that does not
-  parse. Nested commands (``bash -c``, ``$(...)``, ``xargs``, ``find -exec``, ``env``,
-  ``timeout``, ``uv run`` ...) are evaluated recursively and report the innermost rule.
+- ``unrestricted-shell``: code the policy cannot see: ``eval``, command text computed at
+  run time (``bash -c "$X"``), piping or substituting a program into a shell or
+  interpreter (``| sh``, ``bash <(...)``), arithmetic over values only known at run
+  time, ``tmux``/``screen``, and anything that does not parse. Nested commands
+  (``bash -c``, ``$(...)``, ``find -exec``, ``env``, ``timeout``, ``uv run`` ...) are
+  evaluated recursively and report the innermost rule.
+- The closed list's rules (domain/shell_allowlist.py): ``dynamic-command-word``,
+  ``unanalysed-wrapper``, ``inline-interpreter``, ``unresolved-path-expansion``,
+  ``awk-sed-io``, ``exec-changing-env``, ``command-redefinition``, ``process-control``
+  and ``unknown-command`` for any command without a judge here that is not on
+  ``KNOWN_COMMANDS``. docs/autonomy.md lists what each refuses.
 
 Shell text is parsed by a small quote-aware lexer (POSIX quoting as ``shlex`` does it,
 plus the operators, redirections, here-documents and substitutions ``shlex`` does not
@@ -57,11 +65,11 @@ simple command is judged after its ``NAME=value`` prefixes and wrappers are peel
 
 Its limits, stated plainly: this is a policy on the tool calls an agent *declares*, not a
 sandbox. A program the agent runs (a test suite, a script it wrote, a Makefile target,
-``python -c`` code, a package's install hook) can still do whatever its OS permissions
-allow; paths computed at run time (from files, command output or loop variables) cannot
-be checked; symlinks are not followed (judging is lexical, so the result does not depend
+a patch or archive it applies, a package's install hook) can still do whatever its OS
+permissions allow; symlinks are not followed (judging is lexical, so the result does not depend
 on the file system); recursive reads of a directory (``grep -r``, ``tar``) can include
-credential files it holds; git aliases and MCP tools are opaque. That is why cycles also
+credential or protected files it holds, and so can recursive writes (``rm -rf .``);
+MCP tools are opaque. That is why cycles also
 run in the executor's sandbox with a scrubbed environment and a clone that holds no
 secrets: this policy is the first, legible layer, which refuses the obvious and tells the
 agent why in one sentence it can act on.
@@ -78,6 +86,92 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from domain.bash_syntax import (
+    Group,
+    Lexer,
+    ParseError,
+    Parser,
+    Pipeline,
+    Redirect,
+    Simple,
+    Word,
+    expansion_parts,
+)
+from domain.protected_paths import PROTECTED_COMPONENTS, PROTECTED_NAMES, is_protected
+from domain.shell_allowlist import (
+    ALLOWLIST_RULES,
+    AWK_SED_IO,
+    COMMAND_REDEFINITION,
+    DYNAMIC_COMMAND_WORD,
+    EXEC_CHANGING_ENV,
+    GIT_SUBCOMMANDS,
+    INLINE_INTERPRETER,
+    KNOWN_COMMANDS,
+    PROCESS_CONTROL,
+    PROCESS_CONTROL_TOOLS,
+    READERS,
+    UNANALYSED_WRAPPER,
+    UNANALYSED_WRAPPERS,
+    UNKNOWN_COMMAND,
+    UNRESOLVED_PATH_EXPANSION,
+    changes_execution,
+    running_option,
+    words,
+)
+from domain.shell_commands import (
+    ALWAYS_NETWORK,
+    ARITHMETIC_TESTS,
+    CREDENTIAL_TOOLS,
+    DATA_COMMANDS,
+    DELIMITER_OPTIONS,
+    DEPLOY_TOOLS,
+    DEPLOY_VERBS,
+    ENV_VALUES,
+    FETCH_REFUSED,
+    FETCH_REFUSED_SHORT,
+    FETCH_VALUES,
+    FETCHERS,
+    FILE_TESTS,
+    FIND_EXEC,
+    FIND_PATTERNS,
+    GIT_FETCH_VALUES,
+    GIT_GLOBAL_VALUES,
+    GIT_MESSAGE_OPTIONS,
+    GIT_REMOTE_COMMANDS,
+    GIT_SAFE_KEYS,
+    GIT_SENSITIVE,
+    GIT_WRITES,
+    KEYWORDS,
+    MANAGER_VALUES,
+    NAMED,
+    PACKAGE_MANAGERS,
+    PATTERN_ALIASES,
+    PATTERN_TOOLS,
+    PRIVILEGE,
+    PUBLISH_SUBVERBS,
+    PUBLISH_VERBS,
+    PYTHON,
+    RUN_VALUES,
+    RUN_VERBS,
+    RUNNERS,
+    SHELLS,
+    SIMPLE_WRAPPERS,
+    SOCKET_EXEC,
+    SOCKET_TOOLS,
+    SOCKET_VALUES,
+    TASK_RUNNERS,
+    TIMEOUT_VALUES,
+    UNRESTRICTED,
+    WATCH_VALUES,
+)
+from domain.shell_programs import (
+    arithmetic_names,
+    awk_io,
+    is_arithmetic,
+    plain_value,
+    sed_io,
+)
+
 OUTSIDE_CLONE = "outside-clone"
 PROTECTED_PATH = "protected-path"
 CREDENTIALS = "credentials"
@@ -87,18 +181,21 @@ PUBLISH = "publish"
 NETWORK = "network"
 SUDO = "sudo"
 UNRESTRICTED_SHELL = "unrestricted-shell"
-RULES = frozenset(
-    {
-        OUTSIDE_CLONE,
-        PROTECTED_PATH,
-        CREDENTIALS,
-        GIT_REMOTE,
-        GIT_CONFIG,
-        PUBLISH,
-        NETWORK,
-        SUDO,
-        UNRESTRICTED_SHELL,
-    }
+RULES = (
+    frozenset(
+        {
+            OUTSIDE_CLONE,
+            PROTECTED_PATH,
+            CREDENTIALS,
+            GIT_REMOTE,
+            GIT_CONFIG,
+            PUBLISH,
+            NETWORK,
+            SUDO,
+            UNRESTRICTED_SHELL,
+        }
+    )
+    | ALLOWLIST_RULES
 )
 
 
@@ -154,30 +251,30 @@ def evaluate_command(
     )
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 # --- paths -------------------------------------------------------------------------------
 
-# Placeholders inside expanded shell words: a value only known at run time, and a
-# directory known to be outside the clone ($TMPDIR, $XDG_CONFIG_HOME, ...). Control
-# characters, so no real command text can forge them (top-level input containing them
-# is refused).
+# Placeholders inside expanded shell words: a value only known at run time, a
+# directory known to be outside the clone ($TMPDIR, $XDG_CONFIG_HOME, ...), one of
+# the paths a loop or `find -exec` goes through (each already checked, as written to
+# or only as read), and the PID of a job the agent's shell started (`$!`). Control
+# characters, so no real command text can forge them (input containing them is refused).
 _UNKNOWN = "\x01"
 _ELSEWHERE = "\x02"
-_FORGEABLE = re.compile("[\x00\x01\x02]")
+_CHECKED = "\x03"
+_JOB = "\x04"
+_READ_ONLY = "\x05"
+_FORGEABLE = re.compile("[\x00-\x05]")
 _GLOB = re.compile(r"[*?\[]")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`|,;)]+")
-_DEVICES = _words(
+_DEVICES = words(
     "/dev/null /dev/zero /dev/random /dev/urandom /dev/stdin /dev/stdout /dev/stderr /dev/tty"
 )
-_SYSTEM_BIN = _words(
+_SYSTEM_BIN = words(
     "/bin /sbin /usr/bin /usr/sbin /usr/local/bin /usr/local/sbin /opt/homebrew/bin"
     " /opt/homebrew/sbin"
 )
-_SECRET_FILES = _words(
+_SECRET_FILES = words(
     ".env .envrc .ssh .aws .gnupg .netrc _netrc .npmrc .pypirc .pgpass .git-credentials .kube"
 )
 _KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
@@ -273,7 +370,7 @@ def _brace_expand(word: str, budget: int = 64) -> list[str] | None:
 
 def _code(text: str, limit: int = 100) -> str:
     """Text quoted for a reason sentence: one line, bounded, in backticks."""
-    flat = " ".join(text.replace(_UNKNOWN, "?").replace(_ELSEWHERE, "?").split())
+    flat = " ".join(re.sub("[\x01-\x05]", "?", text).split())
     if len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     return f"`{flat.replace('`', chr(39))}`"
@@ -294,8 +391,8 @@ class _Scope:
     def resolve(self, value: str, cwd: str) -> str:
         return _normalize(value if value.startswith("/") else f"{cwd}/{value}")
 
-    def check(self, value: str, cwd: str, shown: str) -> Denial | None:
-        """Judge a path as written: relative to ``cwd``, with ``~`` and ``file://``."""
+    def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
+        """Judge a path as written (relative to ``cwd``, with ``~`` and ``file://``)."""
         if not value:
             return None
         if _URL.match(value):
@@ -313,12 +410,16 @@ class _Scope:
         for candidate in candidates:
             if candidate.startswith(("~", _ELSEWHERE)):
                 return self._outside(shown)
-            denial = self.judge(self.resolve(candidate, cwd), shown)
+            if any(_parent_glob(part) for part in candidate.split("/")):
+                return _refused(
+                    UNRESOLVED_PATH_EXPANSION, shown, "its pattern can match `..`, out of the clone"
+                )
+            denial = self.judge(self.resolve(candidate, cwd), shown, write=write)
             if denial:
                 return denial
         return None
 
-    def judge(self, path: str, shown: str) -> Denial | None:
+    def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
         """Judge a normalized absolute path."""
         if path in _DEVICES or path.startswith("/dev/fd/"):
             return None
@@ -332,7 +433,9 @@ class _Scope:
                 )
         if not inside:
             return self._outside(shown)
-        return self._inside(path[len(self.clone) :], shown)
+        return self._inside(path[len(self.clone) :], shown) or (
+            _protected_write(path[len(self.clone) :], shown) if write else None
+        )
 
     def _outside(self, shown: str) -> Denial:
         return Denial(
@@ -371,6 +474,29 @@ class _Scope:
                     "a self-update cycle may not touch.",
                 )
         return None
+
+
+def _parent_glob(part: str) -> bool:
+    """A pattern component that can match ``..`` (a leading dot is matched explicitly)."""
+    return part.startswith(".") and bool(_GLOB.search(part)) and fnmatch.fnmatchcase("..", part)
+
+
+_PROTECTED_SAMPLES = PROTECTED_COMPONENTS | PROTECTED_NAMES | {".github"}
+
+
+def _protected_write(relative: str, shown: str) -> Denial | None:
+    """A write to what instructs an agent, git's own files or CI (domain/protected_paths)."""
+    parts = [p for p in relative.split("/") if p and p != "."]
+    if is_protected("/".join(parts) or ".") or any(
+        _GLOB.search(part) and any(_matches(part.lower(), name) for name in _PROTECTED_SAMPLES)
+        for part in parts
+    ):
+        return Denial(
+            PROTECTED_PATH,
+            f"{_code(shown)} is an agent instruction, git or CI file; a self-update cycle "
+            "may read it with a command that only reads, never write it.",
+        )
+    return None
 
 
 # --- network ------------------------------------------------------------------------------
@@ -424,479 +550,6 @@ def _remote_url(text: str) -> str | None:
     return None
 
 
-# --- shell lexer and parser ---------------------------------------------------------------
-
-
-class _ParseError(Exception):
-    """Shell text the policy cannot parse with confidence."""
-
-
-@dataclass
-class _Part:
-    kind: str  # "lit", "var", "sub" (command substitution), "proc", "expr"
-    text: str
-
-
-@dataclass
-class _Word:
-    parts: list[_Part]
-    raw: str
-    quoted: bool
-
-
-@dataclass
-class _Op:
-    op: str
-    fd: str = ""
-
-
-@dataclass
-class _Heredoc:
-    delimiter: str
-    quoted: bool
-    strip_tabs: bool
-    fd: str = ""
-    body: str = ""
-
-
-_Token = _Word | _Op | _Heredoc
-
-_OPERATORS = (
-    "&&",
-    "||",
-    ";;&",
-    ";;",
-    ";&",
-    "|&",
-    "&>>",
-    "&>",
-    "<<<",
-    "<<-",
-    "<<",
-    "<>",
-    "<&",
-    ">&",
-    ">>",
-    ">|",
-    ";",
-    "&",
-    "|",
-    "(",
-    ")",
-    "<",
-    ">",
-)
-_META = frozenset(" \t\r\n;&|()<>")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPECIAL_PARAMETERS = frozenset("@*#?$!-0123456789")
-_MAX_NESTING = 24
-_ANSI_ESCAPES = {
-    "a": "\a",
-    "b": "\b",
-    "e": "\x1b",
-    "E": "\x1b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\v",
-    "\\": "\\",
-    "'": "'",
-    '"': '"',
-    "?": "?",
-}
-_ANSI = re.compile(
-    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
-)
-
-
-def _ansi_c(body: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        code = match.group(1)
-        if code[0] in "xuU":
-            return chr(int(code[1:], 16))
-        if code[0] in "01234567":
-            return chr(int(code, 8))
-        if code[0] == "c":
-            return chr(ord(code[1]) & 0x1F)
-        return _ANSI_ESCAPES.get(code, "\\" + code)
-
-    return _ANSI.sub(one, body)
-
-
-class _Lexer:
-    """Tokens of shell text; substitutions are kept as source, judged when expanded."""
-
-    def __init__(self, src: str, start: int = 0, nesting: int = 0) -> None:
-        if nesting > _MAX_NESTING:
-            raise _ParseError("substitutions nested too deeply")
-        self.src, self.i, self.nesting = src, start, nesting
-        self.tokens: list[_Token] = []
-        self.pending: list[_Heredoc] = []
-        self.word_end = -1
-
-    def run(self, *, until_paren: bool = False) -> int:
-        """Lex to the end (or to the `)` closing a `$(`, whose index is returned)."""
-        src, depth = self.src, 0
-        while self.i < len(src):
-            c = src[self.i]
-            if c in " \t\r":
-                self.i += 1
-            elif src.startswith("\\\n", self.i):
-                self.i += 2
-            elif c == "\n":
-                self.i += 1
-                self.tokens.append(_Op("\n"))
-                self._heredoc_bodies()
-            elif c == "#":
-                end = src.find("\n", self.i)
-                self.i = len(src) if end < 0 else end
-            elif c == ")" and until_paren and depth == 0:
-                if self.pending:
-                    raise _ParseError("here-document not terminated inside `$(...)`")
-                return self.i
-            elif c in "<>" and src.startswith("(", self.i + 1):
-                self.tokens.append(self._process_substitution())
-            elif c in _META:
-                depth += {"(": 1, ")": -1}.get(c, 0)
-                self._operator()
-            else:
-                self.tokens.append(self._word())
-        if until_paren:
-            raise _ParseError("unclosed `$(`")
-        self.pending.clear()  # a here-document cut off by the end of the text is empty
-        return self.i
-
-    def _operator(self) -> None:
-        op = next(o for o in _OPERATORS if self.src.startswith(o, self.i))
-        fd = ""
-        last = self.tokens[-1] if self.tokens else None
-        if (
-            op[0] in "<>"
-            and isinstance(last, _Word)
-            and last.raw.isdigit()
-            and self.word_end == self.i
-        ):
-            fd = last.raw
-            self.tokens.pop()
-        self.i += len(op)
-        if op in ("<<", "<<-"):
-            while self.i < len(self.src) and self.src[self.i] in " \t":
-                self.i += 1
-            if self.i >= len(self.src) or self.src[self.i] in _META:
-                raise _ParseError("here-document without a delimiter")
-            word = self._word()
-            if all(p.kind == "lit" for p in word.parts):
-                delimiter = "".join(p.text for p in word.parts)
-            else:
-                delimiter = re.sub(r"[\"'\\]", "", word.raw)
-            doc = _Heredoc(delimiter, word.quoted, op == "<<-", fd)
-            self.tokens.append(doc)
-            self.pending.append(doc)
-            return
-        self.tokens.append(_Op(op, fd))
-
-    def _heredoc_bodies(self) -> None:
-        src = self.src
-        for doc in self.pending:
-            lines = []
-            while self.i < len(src):
-                end = src.find("\n", self.i)
-                line = src[self.i :] if end < 0 else src[self.i : end]
-                self.i = len(src) if end < 0 else end + 1
-                if doc.strip_tabs:
-                    line = line.lstrip("\t")
-                if line == doc.delimiter:
-                    break
-                lines.append(line)
-            doc.body = "\n".join(lines)
-        self.pending.clear()
-
-    def _word(self) -> _Word:
-        src, start = self.src, self.i
-        parts: list[_Part] = []
-        quoted = False
-        while self.i < len(src) and src[self.i] not in _META:
-            c = src[self.i]
-            if c == "\\":
-                if not src.startswith("\\\n", self.i):
-                    quoted = True
-                    parts.append(_Part("lit", src[self.i + 1 : self.i + 2]))
-                self.i += 2
-            elif c == "'":
-                end = src.find("'", self.i + 1)
-                if end < 0:
-                    raise _ParseError("unterminated single quote")
-                quoted = True
-                parts.append(_Part("lit", src[self.i + 1 : end]))
-                self.i = end + 1
-            elif c == '"':
-                quoted = True
-                self.i += 1
-                parts.extend(self._double_quoted())
-            elif src.startswith("$'", self.i):
-                quoted = True
-                parts.append(self._ansi_quoted())
-            elif src.startswith('$"', self.i):
-                quoted = True
-                self.i += 2
-                parts.extend(self._double_quoted())
-            elif c == "$":
-                parts.append(self._dollar())
-            elif c == "`":
-                parts.append(self._backtick())
-            else:
-                j = self.i
-                while j < len(src) and src[j] not in _META and src[j] not in "\\'\"$`":
-                    j += 1
-                parts.append(_Part("lit", src[self.i : j]))
-                self.i = j
-        self.word_end = self.i
-        return _Word(parts, src[start : self.i], quoted)
-
-    def _double_quoted(self, *, heredoc: bool = False) -> list[_Part]:
-        """Parts of double-quoted text (or of an expanding here-document body)."""
-        src = self.src
-        parts: list[_Part] = []
-        buf: list[str] = []
-        escapable = "$`\\\n" if heredoc else '$`"\\\n'
-        while True:
-            if self.i >= len(src):
-                if heredoc:
-                    break
-                raise _ParseError("unterminated double quote")
-            c = src[self.i]
-            nxt = src[self.i + 1 : self.i + 2]
-            if c == '"' and not heredoc:
-                self.i += 1
-                break
-            if c == "\\" and nxt and nxt in escapable:
-                if nxt != "\n":
-                    buf.append(nxt)
-                self.i += 2
-            elif c == "$" and nxt and (nxt in "({_" or nxt.isalnum() or nxt in "@*#?$!-"):
-                parts.append(_Part("lit", "".join(buf)))
-                buf = []
-                parts.append(self._dollar())
-            elif c == "`":
-                parts.append(_Part("lit", "".join(buf)))
-                buf = []
-                parts.append(self._backtick())
-            else:
-                buf.append(c)
-                self.i += 1
-        parts.append(_Part("lit", "".join(buf)))
-        return [p for p in parts if p.kind != "lit" or p.text]
-
-    def _dollar(self) -> _Part:
-        src, i = self.src, self.i
-        nxt = src[i + 1 : i + 2]
-        if src.startswith("$((", i):
-            end = self._balanced(i + 1, "(", ")")
-            self.i = end
-            # Bash falls back to a command substitution when this is not arithmetic,
-            # so the content is judged as commands too.
-            return _Part("sub", src[i + 2 : end - 1])
-        if nxt == "(":
-            inner = _Lexer(src, i + 2, self.nesting + 1)
-            close = inner.run(until_paren=True)
-            self.i = close + 1
-            return _Part("sub", src[i + 2 : close])
-        if nxt == "{":
-            end = self._balanced(i + 1, "{", "}")
-            self.i = end
-            body = src[i + 2 : end - 1]
-            if _NAME.fullmatch(body) or (len(body) == 1 and body in _SPECIAL_PARAMETERS):
-                return _Part("var", body)
-            return _Part("expr", body)
-        if nxt and (nxt == "_" or nxt.isalpha()):
-            match = _NAME.match(src, i + 1)
-            assert match is not None
-            self.i = match.end()
-            return _Part("var", match.group())
-        if nxt and nxt in _SPECIAL_PARAMETERS:
-            self.i = i + 2
-            return _Part("var", nxt)
-        self.i = i + 1
-        return _Part("lit", "$")
-
-    def _balanced(self, i: int, opening: str, closing: str) -> int:
-        """Index just past the ``closing`` that matches the ``opening`` at ``i``."""
-        src, depth, j = self.src, 0, i
-        while j < len(src):
-            c = src[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c in "'\"":
-                end = j + 1
-                while end < len(src) and src[end] != c:
-                    end += 2 if src[end] == "\\" and c == '"' else 1
-                if end >= len(src):
-                    raise _ParseError("unterminated quote")
-                j = end + 1
-                continue
-            if src.startswith("$(", j) and not src.startswith("$((", j):
-                j = _Lexer(src, j + 2, self.nesting + 1).run(until_paren=True) + 1
-                continue
-            if c == opening:
-                depth += 1
-            elif c == closing:
-                depth -= 1
-                if depth == 0:
-                    return j + 1
-            j += 1
-        raise _ParseError(f"unclosed `{opening}`")
-
-    def _backtick(self) -> _Part:
-        src, j, buf = self.src, self.i + 1, []
-        while j < len(src):
-            c = src[j]
-            if c == "\\" and src[j + 1 : j + 2] in ("`", "$", "\\"):
-                buf.append(src[j + 1])
-                j += 2
-                continue
-            if c == "`":
-                self.i = j + 1
-                return _Part("sub", "".join(buf))
-            buf.append(c)
-            j += 1
-        raise _ParseError("unterminated backtick")
-
-    def _ansi_quoted(self) -> _Part:
-        src, j = self.src, self.i + 2
-        while j < len(src) and src[j] != "'":
-            j += 2 if src[j] == "\\" else 1
-        if j >= len(src):
-            raise _ParseError("unterminated $'...'")
-        body = src[self.i + 2 : j]
-        self.i = j + 1
-        return _Part("lit", _ansi_c(body))
-
-    def _process_substitution(self) -> _Word:
-        start = self.i
-        close = _Lexer(self.src, start + 2, self.nesting + 1).run(until_paren=True)
-        self.i = close + 1
-        self.word_end = self.i
-        return _Word([_Part("proc", self.src[start + 2 : close])], self.src[start : self.i], False)
-
-
-def _expansion_parts(text: str) -> list[_Part]:
-    """Parts of an expanding here-document body or ``${...}`` text."""
-    return _Lexer(text)._double_quoted(heredoc=True)
-
-
-@dataclass
-class _Redirect:
-    op: str
-    fd: str
-    target: _Word | None = None
-    heredoc: _Heredoc | None = None
-
-
-@dataclass
-class _Simple:
-    words: list[_Word]
-    redirects: list[_Redirect]
-
-
-@dataclass
-class _Group:
-    body: list[_Pipeline]
-    redirects: list[_Redirect]
-
-
-@dataclass
-class _Pipeline:
-    commands: list[_Simple | _Group]
-
-
-_SEPARATORS = frozenset({";", "&", "&&", "||", "\n", ";;", ";&", ";;&"})
-_REDIRECT_OPS = frozenset({">", ">>", "<", "<>", ">|", "&>", "&>>", ">&", "<&", "<<<"})
-
-
-class _Parser:
-    def __init__(self, tokens: list[_Token]) -> None:
-        self.tokens, self.pos = tokens, 0
-
-    def _peek(self, ahead: int = 0) -> _Token | None:
-        index = self.pos + ahead
-        return self.tokens[index] if index < len(self.tokens) else None
-
-    def _is_op(self, token: _Token | None, *ops: str) -> bool:
-        return isinstance(token, _Op) and token.op in ops
-
-    def parse(self) -> list[_Pipeline]:
-        return self._list(inside=False)
-
-    def _list(self, *, inside: bool) -> list[_Pipeline]:
-        items: list[_Pipeline] = []
-        while (token := self._peek()) is not None:
-            if isinstance(token, _Op) and token.op in _SEPARATORS:
-                self.pos += 1
-            elif self._is_op(token, ")"):
-                if inside:
-                    return items
-                raise _ParseError("unbalanced `)`")
-            else:
-                items.append(self._pipeline())
-        if inside:
-            raise _ParseError("unclosed `(`")
-        return items
-
-    def _pipeline(self) -> _Pipeline:
-        commands = [self._command()]
-        while self._is_op(self._peek(), "|", "|&"):
-            self.pos += 1
-            while self._is_op(self._peek(), "\n"):
-                self.pos += 1
-            commands.append(self._command())
-        return _Pipeline(commands)
-
-    def _command(self) -> _Simple | _Group:
-        if self._is_op(self._peek(), "("):
-            self.pos += 1
-            body = self._list(inside=True)
-            self.pos += 1
-            return _Group(body, self._redirects())
-        words: list[_Word] = []
-        redirects: list[_Redirect] = []
-        while (token := self._peek()) is not None:
-            if isinstance(token, _Word):
-                words.append(token)
-                self.pos += 1
-            elif isinstance(token, _Heredoc) or token.op in _REDIRECT_OPS:
-                redirects.extend(self._redirects())
-            elif token.op == "(" and len(words) == 1 and self._is_op(self._peek(1), ")"):
-                # `name () body`: a function definition; its body follows and is judged
-                # as if it ran.
-                self.pos += 2
-                return _Simple([], [])
-            elif token.op == "(":
-                raise _ParseError("unexpected `(`")
-            else:
-                break
-        if not words and not redirects:
-            raise _ParseError("a pipe or operator without a command")
-        return _Simple(words, redirects)
-
-    def _redirects(self) -> list[_Redirect]:
-        out: list[_Redirect] = []
-        while (token := self._peek()) is not None:
-            if isinstance(token, _Heredoc):
-                out.append(_Redirect("<<", token.fd, heredoc=token))
-                self.pos += 1
-            elif isinstance(token, _Op) and token.op in _REDIRECT_OPS:
-                target = self._peek(1)
-                if not isinstance(target, _Word):
-                    raise _ParseError(f"`{token.op}` without a target")
-                out.append(_Redirect(token.op, token.fd, target=target))
-                self.pos += 2
-            else:
-                break
-        return out
-
-
 # --- shell evaluation ---------------------------------------------------------------------
 
 
@@ -907,9 +560,7 @@ class _Arg:
     value: str
     raw: str
     dynamic: bool = False
-
-
-_INPUT = _Arg(_UNKNOWN, "<input>", True)  # what xargs appends from its input
+    expanded: bool = False  # made by a parameter, command or arithmetic expansion
 
 
 @dataclass
@@ -918,9 +569,12 @@ class _State:
     variables: dict[str, str] = field(default_factory=dict)
     oldpwd: str = ""
     stack: list[str] = field(default_factory=list)
+    functions: set[str] = field(default_factory=set)  # defined, their bodies judged
 
     def fork(self) -> _State:
-        return _State(self.cwd, dict(self.variables), self.oldpwd, list(self.stack))
+        return _State(
+            self.cwd, dict(self.variables), self.oldpwd, list(self.stack), set(self.functions)
+        )
 
 
 @dataclass
@@ -935,6 +589,7 @@ class _Call:
     stdin: _Arg | None
     depth: int
     data: set[int] = field(default_factory=set)  # arguments that are not paths
+    writes: bool = True  # whether its paths may be written (READERS only read)
 
     @property
     def shown(self) -> str:
@@ -958,14 +613,13 @@ class _Call:
 
 
 _MAX_DEPTH = 8
-_KEYWORDS = _words("{ } ! if then else elif fi do done while until coproc esac")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
-_ELSEWHERE_VARIABLES = _words(
+_ELSEWHERE_VARIABLES = words(
     "TMPDIR TMP TEMP XDG_CONFIG_HOME XDG_DATA_HOME XDG_CACHE_HOME XDG_STATE_HOME"
     " XDG_RUNTIME_DIR GNUPGHOME OLDPWD"
 )
 # Variables whose value is a command some program will run.
-_COMMAND_VARIABLES = _words(
+_COMMAND_VARIABLES = words(
     "GIT_SSH_COMMAND GIT_SSH GIT_PAGER PAGER MANPAGER GIT_EDITOR GIT_SEQUENCE_EDITOR EDITOR"
     " VISUAL GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS GIT_PROXY_COMMAND"
     " PROMPT_COMMAND LESSOPEN LESSCLOSE BROWSER"
@@ -973,258 +627,6 @@ _COMMAND_VARIABLES = _words(
 _SOURCE_VARIABLE = re.compile(r"INDEX_URL|INDEX|FIND_LINKS|REGISTRY|PROXY|MIRROR|REPOSITORY")
 _STDIN_NAMES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 _GLUED_PATH = re.compile(r"^(?:/[^/\s]|~|\.\./)")
-_DECODE = re.compile(r"b64decode|base64|atob|fromCharCode|codecs\.decode|unhexlify|\\x[0-9a-f]{2}")
-_EXECUTE = re.compile(
-    r"\b(?:exec|eval|system|popen|subprocess|spawn\w*|execSync|child_process|compile|"
-    r"__import__|Function|run)\b"
-)
-
-_PRIVILEGE = frozenset({"sudo", "su", "doas", "pkexec", "runuser", "sudoedit", "dzdo", "chroot"})
-_SHELLS = frozenset(
-    {"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash", "rbash"}
-)
-_PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
-_UNRESTRICTED = {
-    "eval": "`eval` runs a string as code",
-    "tmux": "`tmux` runs commands in another shell",
-    "screen": "`screen` runs commands in another shell",
-    "osascript": "`osascript` runs scripts outside the shell",
-    "powershell": "PowerShell is not parsed by this policy",
-    "pwsh": "PowerShell is not parsed by this policy",
-}
-_CREDENTIAL_TOOLS = _words(
-    "ssh-add ssh-agent ssh-keygen gpg gpg2 gpg-agent gpgconf security secret-tool pass gopass"
-    " op bw vault keyring aws-vault"
-)
-_ALWAYS_NETWORK = _words(
-    "ssh scp sftp mosh ssh-copy-id ssh-keyscan sshpass autossh sshfs ftp tftp lftp ncftp"
-    " smbclient rclone s3cmd socat aws gcloud gsutil az doctl oci ibmcloud glab hub tea mail"
-    " sendmail mutt"
-)
-_DEPLOY_TOOLS = _words(
-    "kubectl oc vercel netlify heroku fly flyctl firebase wrangler serverless sls eb cdk sam"
-    " amplify railway ansible ansible-playbook systemctl launchctl reboot shutdown halt"
-    " poweroff telinit crontab at batch systemd-run"
-)
-_DEPLOY_VERBS = {
-    "helm": _words("install upgrade uninstall delete rollback push"),
-    "terraform": _words("apply destroy import"),
-    "tofu": _words("apply destroy import"),
-    "pulumi": _words("up update destroy import"),
-}
-_FETCHERS = _words("curl wget wget2 http https xh xhs curlie aria2c lynx links w3m elinks")
-_CURL_VALUES = _words(
-    "-o -H -d -X -u -A -e -b -c -T -F -m -w -r -C -E -z -Y -y -P -t -Q -U --output --header"
-    " --data --data-raw --data-binary --data-urlencode --data-ascii --json --request --user"
-    " --user-agent --referer --cookie --cookie-jar --upload-file --form --form-string"
-    " --max-time --connect-timeout --write-out --range --continue-at --cert --key --cacert"
-    " --retry --retry-delay --retry-max-time --time-cond --limit-rate --output-dir"
-    " --proxy-user --oauth2-bearer --max-filesize --interface"
-)
-_WGET_VALUES = _words(
-    "-O -o -a -P -t -T -U -w -Q -l -A -R -D -X -I --output-document --output-file"
-    " --append-output --directory-prefix --tries --timeout --user-agent --wait --quota --level"
-    " --header --post-data --post-file --body-data --body-file --method --user --password"
-)
-_HTTPIE_VALUES = _words(
-    "-a --auth -A --auth-type --session --session-read-only -o --output --verify --cert"
-    " --cert-key --timeout --max-redirects"
-)
-_FETCH_VALUES = {
-    "curl": _CURL_VALUES,
-    "curlie": _CURL_VALUES,
-    "wget": _WGET_VALUES,
-    "wget2": _WGET_VALUES,
-    "http": _HTTPIE_VALUES,
-    "https": _HTTPIE_VALUES,
-    "xh": _HTTPIE_VALUES,
-    "xhs": _HTTPIE_VALUES,
-}
-# Options that send a fetch somewhere the command line does not show.
-_FETCH_REFUSED = _words(
-    "--proxy --preproxy --socks4 --socks4a --socks5 --socks5-hostname --connect-to --resolve"
-    " --config --doh-url --input-file --execute --proxy1.0 --all-proxy"
-)
-_FETCH_REFUSED_SHORT = {
-    "curl": _words("-x -K"),
-    "curlie": _words("-x -K"),
-    "wget": _words("-i -e"),
-    "wget2": _words("-i -e"),
-    "aria2c": _words("-i"),
-}
-_SOCKET_TOOLS = _words(
-    "nc ncat netcat telnet ping ping6 traceroute tracepath mtr dig nslookup host whois nmap"
-)
-_SOCKET_VALUES = frozenset(
-    {"-p", "-s", "-w", "-i", "-q", "-X", "-T", "-O", "-I", "-W", "-c", "-t", "-m", "-M"}
-)
-_SOCKET_EXEC = frozenset({"-e", "--exec", "--sh-exec", "--lua-exec"})
-_PACKAGE_MANAGERS = _words(
-    "pip pip3 uv uvx pipx poetry pdm hatch flit rye pipenv conda mamba micromamba twine npm"
-    " npx pnpm yarn bun bunx deno cargo gem bundle go composer dotnet mvn gradle gradlew make"
-    " just"
-)
-_PUBLISH_VERBS = {
-    "npm": _words(
-        "publish unpublish deprecate dist-tag owner access adduser login token team org hook"
-    ),
-    "pnpm": _words("publish"),
-    "yarn": _words("publish"),
-    "bun": _words("publish"),
-    "twine": _words("upload register"),
-    "poetry": _words("publish"),
-    "pdm": _words("publish"),
-    "hatch": _words("publish"),
-    "flit": _words("publish"),
-    "uv": _words("publish"),
-    "rye": _words("publish"),
-    "cargo": _words("publish yank owner login"),
-    "gem": _words("push yank owner signin"),
-    "mvn": _words("deploy"),
-    "deno": _words("publish deploy"),
-}
-_PUBLISH_SUBVERBS = {
-    ("yarn", "npm"): frozenset({"publish", "login", "tag"}),
-    ("dotnet", "nuget"): frozenset({"push", "delete"}),
-}
-_RUN_VERBS = frozenset(
-    {
-        ("uv", "run"),
-        ("poetry", "run"),
-        ("pipenv", "run"),
-        ("pdm", "run"),
-        ("hatch", "run"),
-        ("rye", "run"),
-        ("conda", "run"),
-        ("mamba", "run"),
-        ("micromamba", "run"),
-        ("bundle", "exec"),
-        ("npm", "exec"),
-        ("npm", "x"),
-        ("pnpm", "exec"),
-        ("pnpm", "dlx"),
-        ("yarn", "exec"),
-        ("yarn", "dlx"),
-        ("bun", "x"),
-        ("pipx", "run"),
-    }
-)
-_RUNNERS = frozenset({"npx", "uvx", "bunx"})
-_TASK_RUNNERS = frozenset({"make", "just", "gradle", "gradlew"})
-_MANAGER_VALUES = frozenset({"--prefix", "--cwd", "-C", "--directory", "--project"})
-_RUN_VALUES = _words(
-    "--with -w --python -p --extra --group --package --directory --project --env-file --index"
-    " --index-url --extra-index-url --default-index --from -n --name --prefix --cwd -C"
-    " --workspace --filter -F --spec"
-)
-_GIT_GLOBAL_VALUES = _words(
-    "-C -c --git-dir --work-tree --namespace --super-prefix --list-cmds --attr-source"
-)
-_GIT_SAFE_KEYS = _words(
-    "user.name user.email commit.gpgsign tag.gpgsign init.defaultbranch core.autocrlf"
-    " core.safecrlf core.eol core.quotepath core.filemode core.ignorecase pull.rebase pull.ff"
-    " merge.conflictstyle rebase.autosquash rebase.autostash diff.renames"
-    " status.showuntrackedfiles gc.auto maintenance.auto safe.directory"
-)
-_GIT_SENSITIVE = re.compile(r"^(?:remote|url|credential|http|https)\b|extraheader|token|password")
-_GIT_REMOTE_COMMANDS = _words(
-    "push remote send-email request-pull daemon instaweb http-push http-fetch imap-send svn p4"
-)
-_GIT_FETCH_VALUES = _words(
-    "-b --branch -o --origin --depth --deepen --shallow-since --shallow-exclude --reference"
-    " --reference-if-able -j --jobs --filter --template --separate-git-dir --server-option"
-    " --refmap --negotiation-tip -c --config --bundle-uri -X --strategy-option -s --strategy"
-)
-_GIT_MESSAGE_OPTIONS = _words(
-    "-m --message --grep --author --committer -S -G --format --pretty --date --since --until"
-)
-_NONE: frozenset[str] = frozenset()
-_PATTERN_TOOLS: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]] = {
-    # name: (options whose value replaces the positional pattern or program,
-    #        options whose value is a file that replaces it,
-    #        options whose value is data, other options that take a value)
-    "grep": (
-        frozenset({"-e", "--regexp"}),
-        frozenset({"-f", "--file"}),
-        _NONE,
-        frozenset({"-A", "-B", "-C", "-m", "-d", "-D", "--context", "--max-count"}),
-    ),
-    "rg": (
-        frozenset({"-e", "--regexp"}),
-        frozenset({"-f", "--file"}),
-        frozenset({"-r", "--replace"}),
-        frozenset({"-A", "-B", "-C", "-m", "-g", "--glob", "-t", "-T", "--type", "-j", "-M"})
-        | frozenset({"-E", "--encoding", "--max-count", "--iglob", "--type-not"}),
-    ),
-    "sed": (
-        frozenset({"-e", "--expression"}),
-        frozenset({"-f", "--file"}),
-        _NONE,
-        frozenset({"-l", "--line-length"}),
-    ),
-    "awk": (
-        _NONE,
-        frozenset({"-f", "--file"}),
-        frozenset({"-v", "-F", "--assign", "--field-separator"}),
-        frozenset({"-W"}),
-    ),
-    "jq": (_NONE, frozenset({"-f", "--from-file"}), frozenset({"--indent"}), _NONE),
-}
-_PATTERN_ALIASES = {
-    "egrep": "grep",
-    "fgrep": "grep",
-    "zgrep": "grep",
-    "ag": "rg",
-    "ack": "rg",
-    "gsed": "sed",
-    "gawk": "awk",
-    "mawk": "awk",
-    "nawk": "awk",
-    "yq": "jq",
-    "gojq": "jq",
-}
-_DATA_COMMANDS = _words(
-    "echo printf true false : tr basename dirname expr seq yes sleep let type which hash"
-    " unset shift exit return wait read set shopt ulimit umask kill jobs"
-)
-_DELIMITER_OPTIONS = {
-    "cut": _words("-d --delimiter"),
-    "paste": _words("-d --delimiters"),
-    "sort": _words("-t --field-separator"),
-    "join": _words("-t"),
-    "column": _words("-s --separator"),
-}
-_FILE_TESTS = _words("-e -f -d -r -w -x -s -L -h -p -S -b -c -g -u -k -O -G -N")
-_FIND_PATTERNS = _words(
-    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type"
-    " -xtype -size -perm -user -group -uid -gid -mtime -mmin -atime -amin -ctime -cmin"
-    " -maxdepth -mindepth -printf -fstype -links -inum -regextype -used -context"
-)
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_SIMPLE_WRAPPERS: dict[str, frozenset[str]] = {
-    # name: its options that take a value
-    "command": frozenset(),
-    "builtin": frozenset(),
-    "nohup": frozenset(),
-    "setsid": frozenset(),
-    "unbuffer": frozenset(),
-    "caffeinate": frozenset({"-t", "-w"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "ionice": frozenset({"-c", "-n", "--class", "--classdata"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "time": frozenset({"-f", "-o", "--format", "--output"}),
-    "exec": frozenset({"-a"}),
-    "strace": frozenset({"-o", "-e", "-p", "-s", "-u", "-E", "-P"}),
-    "ltrace": frozenset({"-o", "-e", "-p", "-s", "-u", "-E"}),
-    "chronic": frozenset(),
-}
-_TIMEOUT_VALUES = frozenset({"-s", "--signal", "-k", "--kill-after"})
-_XARGS_VALUES = _words(
-    "-I -n -P -d -E -L -s -a --arg-file --delimiter --max-args --max-procs --max-lines"
-    " --max-chars --replace --eof --process-slot-var"
-)
-_ENV_VALUES = frozenset({"-u", "--unset", "-C", "--chdir"})
-_WATCH_VALUES = frozenset({"-n", "--interval", "-d", "--differences", "-q", "--equexit"})
 
 
 def _refused(rule: str, subject: str, why: str) -> Denial:
@@ -1279,16 +681,19 @@ class _Shell:
             "Rscript": self._lua,
         }
         for names, handler in (
-            (_FETCHERS, self._fetcher),
-            (_SOCKET_TOOLS, self._socket),
-            (_PACKAGE_MANAGERS, self._package_manager),
-            (_SHELLS, self._shell),
-            (_DATA_COMMANDS, self._data),
-            (frozenset(_PATTERN_TOOLS) | frozenset(_PATTERN_ALIASES), self._pattern_tool),
-            (frozenset(_DELIMITER_OPTIONS), self._delimited),
+            (FETCHERS, self._fetcher),
+            (SOCKET_TOOLS, self._socket),
+            (PACKAGE_MANAGERS, self._package_manager),
+            (SHELLS, self._shell),
+            (DATA_COMMANDS, self._data),
+            (frozenset(PATTERN_TOOLS) | frozenset(PATTERN_ALIASES), self._pattern_tool),
+            (frozenset(DELIMITER_OPTIONS), self._delimited),
         ):
             for name in names:
                 handlers[name] = handler
+        handlers.update({"kill": self._kill, "hash": self._hash, "enable": self._enable})
+        for name in ("read", "mapfile", "readarray", "let", "getopts", "printf", "unset"):
+            handlers[name] = self._sets_variables
         self.handlers = handlers
 
     # -- structure --
@@ -1297,10 +702,10 @@ class _Shell:
         if depth > _MAX_DEPTH:
             return _unseen(src, "commands are nested too deeply")
         try:
-            lexer = _Lexer(src)
+            lexer = Lexer(src)
             lexer.run()
-            tree = _Parser(lexer.tokens).parse()
-        except (_ParseError, RecursionError) as error:
+            tree = Parser(lexer.tokens).parse()
+        except (ParseError, RecursionError) as error:
             return Denial(
                 UNRESTRICTED_SHELL,
                 f"The shell command {_code(src)} could not be parsed ({error}), so the "
@@ -1308,12 +713,12 @@ class _Shell:
             )
         return self._pipelines(tree, state, depth)
 
-    def _pipelines(self, pipelines: list[_Pipeline], state: _State, depth: int) -> Denial | None:
+    def _pipelines(self, pipelines: list[Pipeline], state: _State, depth: int) -> Denial | None:
         for pipeline in pipelines:
             alone = len(pipeline.commands) == 1
             for index, command in enumerate(pipeline.commands):
                 own = state if alone else state.fork()  # pipeline stages run in subshells
-                if isinstance(command, _Group):
+                if isinstance(command, Group):
                     denial = self._pipelines(command.body, own.fork(), depth) or self._redirects(
                         command.redirects, own, depth
                     )
@@ -1325,7 +730,7 @@ class _Shell:
 
     # -- expansion --
 
-    def _expand(self, word: _Word, state: _State) -> tuple[_Arg, list[str]]:
+    def _expand(self, word: Word, state: _State) -> tuple[_Arg, list[str]]:
         out: list[str] = []
         subs: list[str] = []
         dynamic = False
@@ -1334,8 +739,13 @@ class _Shell:
                 out.append(part.text)
             elif part.kind == "var":
                 value = self._variable(part.text, state)
-                dynamic = dynamic or _UNKNOWN in value
+                if not part.quoted and re.search(r"\s", value):
+                    value = _UNKNOWN  # split into words the policy would have to count
+                dynamic = dynamic or bool(re.search("[\x01\x03-\x05]", value))
                 out.append(value)
+            elif part.kind == "sub" and is_arithmetic(part.text):
+                out.append(_UNKNOWN)
+                dynamic = True
             elif part.kind == "sub":
                 subs.append(part.text)
                 known = self._known_substitution(part.text, state)
@@ -1345,12 +755,18 @@ class _Shell:
                 subs.append(part.text)
                 out.append("/dev/fd/63")
             else:  # ${...} with operators: judge any substitution inside, value unknown
-                subs.extend(p.text for p in _expansion_parts(part.text) if p.kind == "sub")
+                subs.extend(p.text for p in expansion_parts(part.text) if p.kind == "sub")
                 out.append(_UNKNOWN)
                 dynamic = True
-        return _Arg("".join(out), word.raw, dynamic), subs
+        value = "".join(out)
+        if not re.fullmatch(r"(?:[A-Za-z_]\w*\+?=)?[\x03-\x05]", value):
+            value = re.sub("[\x03-\x05]", _UNKNOWN, value)  # a marker inside a longer word
+        expanded = any(part.kind != "lit" for part in word.parts)
+        return _Arg(value, word.raw, dynamic, expanded), subs
 
     def _variable(self, name: str, state: _State) -> str:
+        if name == "!":
+            return _JOB
         if name == "HOME":
             return "~"
         if name == "PWD":
@@ -1371,26 +787,49 @@ class _Shell:
 
     # -- one simple command --
 
-    def _simple(self, command: _Simple, state: _State, piped: bool, depth: int) -> Denial | None:
+    def _simple(self, command: Simple, state: _State, piped: bool, depth: int) -> Denial | None:
         expanded = [self._expand(word, state) for word in command.words]
         targets = [self._expand(r.target, state) for r in command.redirects if r.target is not None]
         subs = [s for _, found in expanded + targets for s in found]
         for redirect in command.redirects:
             doc = redirect.heredoc
             if doc is not None and not doc.quoted:
-                subs.extend(p.text for p in _expansion_parts(doc.body) if p.kind == "sub")
+                subs.extend(p.text for p in expansion_parts(doc.body) if p.kind == "sub")
         for sub in subs:  # substitutions run before the command they feed
             denial = self.script(sub, state.fork(), depth + 1)
             if denial:
                 return denial
         words = command.words
+        for word in words:
+            for part in word.parts:  # `${NAME:=value}` and `$((NAME=1))` assign too
+                arithmetic = part.kind == "sub" and is_arithmetic(part.text)
+                if arithmetic:
+                    names = re.findall(r"([A-Za-z_]\w*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", part.text)
+                else:
+                    names = (
+                        re.findall(r"^([A-Za-z_]\w*):?=", part.text) if part.kind == "expr" else []
+                    )
+                denial = next(
+                    (d for n in names if (d := self._env_name(n, word.raw, dynamic=True))), None
+                )
+                if arithmetic:
+                    denial = denial or self._arithmetic(part.text, state, word.raw)
+                elif part.kind == "expr":
+                    denial = denial or self._subscript(part.text, state, word.raw)
+                if denial:
+                    return denial
+        if command.defines is not None:
+            return self._define(command.defines.raw, state)
         args = [arg for arg, _ in expanded]
         i = 0
         while i < len(words):
             raw = words[i].raw
-            if raw in _KEYWORDS and not words[i].quoted:
+            if raw in KEYWORDS and not words[i].quoted:
                 i += 1
             elif raw == "function" and not words[i].quoted:
+                denial = self._define(words[i + 1].raw, state) if i + 1 < len(words) else None
+                if denial:
+                    return denial
                 i += 2
             elif raw in ("for", "select") and not words[i].quoted:
                 return self._loop(args[i + 1 :], state) or self._redirects(
@@ -1420,15 +859,23 @@ class _Shell:
     def _loop(self, header: list[_Arg], state: _State) -> Denial | None:
         if not header:
             return None
-        state.variables[header[0].value] = _UNKNOWN
-        if len(header) > 1 and header[1].value == "in":
-            for arg in header[2:]:
-                denial = self._arg_path(arg, state)
-                if denial:
-                    return denial
+        name = header[0].value
+        denial = self._env_name(name, " ".join(a.raw for a in header), dynamic=True)
+        if denial:
+            return denial
+        items = header[2:] if len(header) > 1 and header[1].value == "in" else []
+        writable = True
+        for arg in items:
+            denial = self._arg_path(arg, state)
+            if denial:
+                return denial
+            writable = writable and not self._arg_path(arg, state, write=True)
+        # Each item was checked as a path, so the variable is one of them (not an option).
+        plain = bool(items) and all(not a.value.startswith("-") for a in items)
+        state.variables[name] = (_CHECKED if writable else _READ_ONLY) if plain else _UNKNOWN
         return None
 
-    def _stdin(self, redirects: list[_Redirect], state: _State) -> _Arg | None:
+    def _stdin(self, redirects: list[Redirect], state: _State) -> _Arg | None:
         stdin = None
         for redirect in redirects:
             if redirect.fd not in ("", "0"):
@@ -1438,20 +885,20 @@ class _Shell:
                 if doc.quoted:
                     stdin = _Arg(doc.body, "<<" + doc.delimiter)
                 else:
-                    arg, _ = self._expand(_Word(_expansion_parts(doc.body), doc.body, False), state)
+                    arg, _ = self._expand(Word(expansion_parts(doc.body), doc.body, False), state)
                     stdin = _Arg(arg.value, "<<" + doc.delimiter, arg.dynamic)
             elif redirect.op == "<<<" and redirect.target is not None:
                 stdin, _ = self._expand(redirect.target, state)
         return stdin
 
-    def _redirects(self, redirects: list[_Redirect], state: _State, depth: int) -> Denial | None:
+    def _redirects(self, redirects: list[Redirect], state: _State, depth: int) -> Denial | None:
         for redirect in redirects:
             if redirect.target is None or redirect.op == "<<<":
                 continue
             target, _ = self._expand(redirect.target, state)
             if redirect.op in (">&", "<&") and re.fullmatch(r"\d+-?|-", target.value):
                 continue
-            denial = self.scope.check(target.value, state.cwd, target.raw)
+            denial = self._arg_path(target, state, write=redirect.op not in ("<", "<&"))
             if denial:
                 return denial
         return None
@@ -1461,12 +908,14 @@ class _Shell:
         name = name.rstrip("+")
         if name in ("HOME", "PWD"):
             return
-        state.variables[name] = value if not arg.dynamic or _UNKNOWN in value else _UNKNOWN
+        kept = not arg.dynamic or value in (_JOB, _CHECKED, _READ_ONLY) or _UNKNOWN in value
+        state.variables[name] = value if kept else _UNKNOWN
 
     def _assignment(self, arg: _Arg, state: _State, depth: int) -> Denial | None:
         """Judge ``NAME=value``: its value as a path, a source URL or a command."""
-        name, _, value = arg.value.partition("=")
-        name = name.rstrip("+").upper()
+        exact, _, value = arg.value.partition("=")
+        exact = exact.rstrip("+")
+        name = exact.upper()
         if name in _COMMAND_VARIABLES and value:
             if arg.dynamic:
                 return _unseen(arg.raw, f"`{name}` holds a command computed at run time")
@@ -1487,12 +936,58 @@ class _Shell:
             if remote or (name == "GOPROXY" and "direct" in value.lower()):
                 return _network_denial(arg.raw, remote or value)
         if "://" in value or value.lower().startswith("file:"):
-            return self.scope.check(value, state.cwd, arg.raw)
-        for piece in value.split(":"):
-            if piece not in _SYSTEM_BIN:
-                denial = self.scope.check(piece, state.cwd, arg.raw)
-                if denial:
-                    return denial
+            pieces = [value]
+        else:
+            pieces = [piece for piece in value.split(":") if piece not in _SYSTEM_BIN]
+        for piece in pieces:
+            denial = self.scope.check(piece, state.cwd, arg.raw)
+            if denial:
+                return denial
+        return self._env_name(exact, arg.raw, value, dynamic=arg.dynamic)
+
+    def _env_name(self, name: str, shown: str, value: str = "", *, dynamic: bool) -> Denial | None:
+        if changes_execution(name, value, dynamic=dynamic):
+            return _refused(
+                EXEC_CHANGING_ENV,
+                shown,
+                f"`{name}` changes which program runs or what it loads, which a self-update "
+                "cycle may not set",
+            )
+        return None
+
+    def _arithmetic(self, text: str, state: _State, shown: str) -> Denial | None:
+        """Arithmetic evaluates names' values again: they must be plain and set right here."""
+        for name in arithmetic_names(text):
+            value = state.variables.get(name)
+            if value is None or not plain_value(value):
+                return _unseen(
+                    shown,
+                    f"arithmetic evaluates `{name}`, whose value is only known at run time and "
+                    "may hold code",
+                )
+        if re.search("[\x01-\x05]", text):
+            return _unseen(shown, "arithmetic evaluates a value only known at run time")
+        return None
+
+    def _subscript(self, text: str, state: _State, shown: str) -> Denial | None:
+        """``${!name}`` and subscripts (``a[i]``, ``${a[i]}``), which bash evaluates."""
+        if text.startswith("!"):
+            return _unseen(shown, "`${!...}` expands a variable named at run time")
+        index = re.search(r"\[(.*)\]", text, re.DOTALL)
+        if index and index.group(1) not in ("@", "*"):
+            return self._arithmetic(index.group(1), state, shown)
+        return None
+
+    def _define(self, name: str, state: _State, *, function: bool = True) -> Denial | None:
+        """A function or alias named ``name``: refused if it would stand for a known command."""
+        if name in self.handlers or name in NAMED or PYTHON.match(name):
+            return _refused(
+                COMMAND_REDEFINITION,
+                name,
+                "it redefines a command the self-update policy judges by its name",
+            )
+        if function:  # its body was judged; an alias's text is substituted, so not its name
+            state.functions.add(name)
         return None
 
     # -- commands --
@@ -1510,18 +1005,32 @@ class _Shell:
             return _unseen(" ".join(a.raw for a in args), "commands are nested too deeply")
         while args:
             head = args[0]
-            globbed = _GLOB.search(head.value) and head.value not in ("[", "[[")
-            if head.dynamic or _UNKNOWN in head.value or globbed:
-                return _unseen(head.raw, "its command name is only known at run time")
+            globbed = (_GLOB.search(head.value) and head.value not in ("[", "[[")) or len(
+                _brace_expand(head.value) or "many"
+            ) > 1
+            if head.dynamic or head.expanded or _UNKNOWN in head.value or globbed:
+                return _refused(
+                    DYNAMIC_COMMAND_WORD,
+                    " ".join(a.raw for a in args),
+                    "its command name comes from an expansion, so only the shell knows "
+                    "what it runs; write the command name out",
+                )
             name = posixpath.basename(head.value) if "/" in head.value else head.value
             if "/" in head.value:
                 denial = self._executable(head, state)
                 if denial:
                     return denial
-            if name in _PRIVILEGE:
+            if name in PRIVILEGE:
                 shown = " ".join(a.raw for a in args)
                 return _refused(
                     SUDO, shown, "a self-update cycle may not change user or gain privileges"
+                )
+            if name in UNANALYSED_WRAPPERS:
+                return _refused(
+                    UNANALYSED_WRAPPER,
+                    " ".join(a.raw for a in args),
+                    f"`{name}` runs commands the self-update policy does not follow; run the "
+                    "command itself (for files, `find ... -exec CMD {} +`)",
                 )
             unwrapped = self._unwrap(name, args[1:], state, depth)
             if unwrapped is None:
@@ -1536,40 +1045,65 @@ class _Shell:
         if not args:
             return None
         call = _Call(name, args[0], args[1:], state, piped, stdin, depth)
-        if name in _UNRESTRICTED:
-            return _unseen(call.shown, _UNRESTRICTED[name])
-        if name in _CREDENTIAL_TOOLS:
+        call.writes = name not in READERS
+        if name in UNRESTRICTED:
+            return _unseen(call.shown, UNRESTRICTED[name])
+        if name in CREDENTIAL_TOOLS:
             return _refused(
                 CREDENTIALS,
                 call.shown,
                 "key and secret tools are off-limits to a self-update cycle",
             )
-        if name in _ALWAYS_NETWORK:
+        if name in ALWAYS_NETWORK:
             return _refused(
                 NETWORK,
                 call.shown,
                 "a self-update cycle may reach only loopback and this tool talks to remote hosts",
             )
-        if name in _DEPLOY_TOOLS or (
-            name in _DEPLOY_VERBS
+        if name in DEPLOY_TOOLS or (
+            name in DEPLOY_VERBS
             and call.first_operand() < len(call.args)
-            and call.args[call.first_operand()].value in _DEPLOY_VERBS[name]
+            and call.args[call.first_operand()].value in DEPLOY_VERBS[name]
         ):
             return _refused(
                 PUBLISH,
                 call.shown,
                 "a self-update cycle may not publish, deploy, release or change services",
             )
+        if name in PROCESS_CONTROL_TOOLS:
+            return _refused(
+                PROCESS_CONTROL,
+                call.shown,
+                "a self-update cycle may signal only the jobs its own shell started "
+                "(`kill %1`, `kill $!`)",
+            )
+        if option := running_option(name, call.values):
+            return _refused(
+                UNANALYSED_WRAPPER, call.shown, f"`{option}` runs a command or reads a file list"
+            )
+        if name == "date" and any(re.match(r"-s|--set", v) for v in call.values):
+            return _refused(SUDO, call.shown, "it sets the system clock")
         handler = self.handlers.get(name)
-        if handler is None and _PYTHON.match(name):
+        if handler is None and PYTHON.match(name):
             handler = self._python
         if handler is not None:
             denial = handler(call)
             if denial:
                 return denial
+        elif not (
+            name in KNOWN_COMMANDS
+            or name in state.functions
+            or ("/" in call.head.value and not _system_program(call.head.value))
+        ):
+            return _refused(
+                UNKNOWN_COMMAND,
+                call.shown,
+                f"`{name}` is not on the self-update policy's list of commands it understands",
+            )
+
         for index, arg in enumerate(call.args):
             if index not in call.data:
-                denial = self._arg_path(arg, state)
+                denial = self._arg_path(arg, state, write=call.writes)
                 if denial:
                     return denial
         return None
@@ -1585,48 +1119,40 @@ class _Shell:
         return self.script(script.value, call.state.fork(), call.depth + 1)
 
     def _executable(self, head: _Arg, state: _State) -> Denial | None:
-        if head.value.startswith("/") and posixpath.dirname(_normalize(head.value)) in _SYSTEM_BIN:
+        if _system_program(head.value):
             return None
         return self.scope.check(head.value, state.cwd, head.raw)
 
-    def _arg_path(self, arg: _Arg, state: _State) -> Denial | None:
+    def _arg_path(self, arg: _Arg, state: _State, *, write: bool = False) -> Denial | None:
+        if arg.value == _CHECKED or (arg.value == _READ_ONLY and not write):
+            return None  # one of the paths a loop or `find -exec` goes through, each checked
+        if arg.dynamic or re.search("[\x01\x03-\x05]", arg.value):
+            return _refused(
+                UNRESOLVED_PATH_EXPANSION,
+                arg.raw,
+                "it names a path only known at run time, which the self-update policy cannot "
+                "check; write the path out",
+            )
         for candidate in _candidates(arg.value):
-            denial = self.scope.check(candidate, state.cwd, arg.raw)
+            denial = self.scope.check(candidate, state.cwd, arg.raw, write=write)
             if denial:
                 return denial
+        if write and re.match(r"-[^-]..", arg.value):  # `-oCLAUDE.md`: a glued output file
+            return self.scope.check(arg.value[2:], state.cwd, arg.raw, write=True)
         return None
 
     def _unwrap(
         self, name: str, rest: list[_Arg], state: _State, depth: int
     ) -> tuple[list[_Arg], list[_Arg]] | Denial | None:
         """For a wrapper: (its own arguments, the command it runs); None if not one."""
-        if name in _SIMPLE_WRAPPERS:
-            i = _skip_options(rest, _SIMPLE_WRAPPERS[name])
+        if name in SIMPLE_WRAPPERS:
+            i = _skip_options(rest, SIMPLE_WRAPPERS[name])
             return rest[:i], rest[i:]
         if name == "timeout":
-            i = _skip_options(rest, _TIMEOUT_VALUES)
+            i = _skip_options(rest, TIMEOUT_VALUES)
             return rest[: i + 1], rest[i + 1 :]
         if name == "busybox":
             return [], rest
-        if name == "xargs":
-            i = _skip_options(rest, _XARGS_VALUES)
-            replace = None
-            for j, arg in enumerate(rest[:i]):
-                value = arg.value
-                if value in ("-I", "--replace") and j + 1 < i:
-                    replace = rest[j + 1].value
-                elif value.startswith("--replace="):
-                    replace = value.split("=", 1)[1] or "{}"
-                elif value.startswith(("-I", "-i")) and not value.startswith("--"):
-                    replace = value[2:] or "{}"
-            command = rest[i:] or [_Arg("echo", "echo")]
-            if replace:
-                command = [
-                    _Arg(_UNKNOWN, a.raw, True) if replace in a.value else a for a in command
-                ]
-            else:
-                command = [*command, _INPUT]
-            return rest[:i], command
         if name == "env":
             i = 0
             own: list[_Arg] = []
@@ -1648,7 +1174,14 @@ class _Shell:
                 if value == "--":
                     i += 1
                     break
-                if value in _ENV_VALUES:
+                if value.split("=", 1)[0] in ("-C", "--chdir") or value.startswith("-C"):
+                    return _refused(
+                        UNANALYSED_WRAPPER,
+                        " ".join(a.raw for a in rest),
+                        "`env -C` runs its command from another directory, which the "
+                        "self-update policy does not follow",
+                    )
+                if value in ENV_VALUES:
                     own.extend(rest[i : i + 2])
                     i += 2
                 elif value.startswith("-") and value != "-":
@@ -1671,7 +1204,7 @@ class _Shell:
         return None
 
     def _delimited(self, call: _Call) -> Denial | None:
-        options = _DELIMITER_OPTIONS[call.name]
+        options = DELIMITER_OPTIONS[call.name]
         for i, arg in enumerate(call.args):
             if arg.value in options:
                 call.data.add(i + 1)
@@ -1680,16 +1213,27 @@ class _Shell:
         return None
 
     def _test(self, call: _Call) -> Denial | None:
-        for i in range(len(call.args)):
-            if not (i > 0 and call.args[i - 1].value in _FILE_TESTS):
+        for i, arg in enumerate(call.args):
+            if not (i > 0 and call.args[i - 1].value in FILE_TESTS):
                 call.data.add(i)
+            before = call.args[i - 1].value if i > 0 else ""
+            after = call.args[i + 1].value if i + 1 < len(call.args) else ""
+            if before == "-v":
+                denial = self._subscript(arg.value, call.state, call.shown)
+            elif call.name == "[[" and {before, after} & ARITHMETIC_TESTS:
+                denial = self._arithmetic(arg.value, call.state, call.shown)
+            else:
+                denial = None
+            if denial:
+                return denial
         return None
 
     def _pattern_tool(self, call: _Call) -> Denial | None:
         """grep, sed, awk, jq: the pattern, script or filter is not a path."""
-        family = _PATTERN_ALIASES.get(call.name, call.name)
-        replacing, files, data, others = _PATTERN_TOOLS[family]
+        family = PATTERN_ALIASES.get(call.name, call.name)
+        replacing, files, data, others = PATTERN_TOOLS[family]
         given = False
+        programs: list[_Arg] = []
         i = 0
         while i < len(call.args):
             value = call.args[i].value
@@ -1704,6 +1248,7 @@ class _Shell:
             elif value in replacing or value in data:
                 call.data.add(i + 1)
                 given = given or value in replacing
+                programs.extend(call.args[i + 1 : i + 2] if value in replacing else [])
                 i += 2
             elif value in files or value in others:
                 given = given or value in files
@@ -1711,9 +1256,21 @@ class _Shell:
             elif (eq and (option in replacing or option in data)) or short in replacing | data:
                 call.data.add(i)
                 given = given or option in replacing or short in replacing
+                if option in replacing or short in replacing:
+                    text = value.split("=", 1)[1] if option in replacing else value[2:]
+                    programs.append(_Arg(text, call.args[i].raw, call.args[i].dynamic))
                 i += 1
             elif value in ("--files", "--type-list") or (eq and option in files):
                 given = True
+                i += 1
+            elif (
+                cluster := re.fullmatch(r"-[nrEsuz]+([ef])(.+)", value) if family == "sed" else None
+            ):
+                # `-nes/a/b/`: flags, then a script (or a script file) glued on
+                call.data.add(i)
+                given = True
+                if cluster.group(1) == "e":
+                    programs.append(_Arg(cluster.group(2), call.args[i].raw, call.args[i].dynamic))
                 i += 1
             elif value.startswith("-") and value != "-":
                 i += 1
@@ -1721,24 +1278,62 @@ class _Shell:
                 break
         if not given and i < len(call.args):
             call.data.add(i)  # the pattern, script or filter
+            programs.append(call.args[i])
+        if any(re.match(r"--pre\b|--pager\b", v) for v in call.values):
+            return _refused(
+                UNANALYSED_WRAPPER, call.shown, f"`{call.name}` would run a command on each file"
+            )
+        if family == "sed":
+            call.writes = any(re.match(r"-[nrEsuz]*i|--in-place", v) for v in call.values)
+        if family in ("sed", "awk"):
+            return self._sed_awk(call, family, programs)
+        return None
+
+    def _sed_awk(self, call: _Call, family: str, programs: list[_Arg]) -> Denial | None:
+        """sed scripts and awk programs may filter text, not read, write or run anything."""
+        pairs = zip(call.values, call.values[1:], strict=False)
+        files = [b for a, b in pairs if a in ("-f", "--file")]
+        if denial := _piped_file(call, *files):
+            return denial
+        if family == "awk" and any(re.match(r"-[li]|--load|--include", v) for v in call.values):
+            return _refused(AWK_SED_IO, call.shown, "it loads an awk extension or library")
+        for program in programs:
+            if program.dynamic or _UNKNOWN in program.value:
+                found: str | None = "is computed at run time"
+            else:
+                found = (sed_io if family == "sed" else awk_io)(program.value)
+            if found:
+                return _refused(
+                    AWK_SED_IO,
+                    call.shown,
+                    f"its {family} program {found}; a self-update cycle's {family} may only "
+                    "filter text (use redirections and file tools instead)",
+                )
         return None
 
     def _find(self, call: _Call) -> Denial | None:
         i = 0
         while i < len(call.args):
             value = call.args[i].value
-            if value in _FIND_PATTERNS:
+            if value in FIND_PATTERNS:
                 call.data.add(i + 1)
                 i += 2
             elif value == "-fprintf":
                 call.data.add(i + 2)
                 i += 3
-            elif value in _FIND_EXEC:
+            elif value in FIND_EXEC:
                 end = i + 1
                 while end < len(call.args) and call.args[end].value not in (";", "+"):
                     end += 1
+                # `{}` is a path under start points checked as paths, fine to read; it
+                # may be a protected or credential file, so nothing may write to it.
+                reads = (
+                    posixpath.basename(call.args[i + 1].value) in READERS if end > i + 1 else False
+                )
                 nested = [
-                    _Arg(_UNKNOWN, a.raw, True) if "{}" in a.value else a
+                    (_Arg(_CHECKED if a.value == "{}" and reads else _UNKNOWN, a.raw, True))
+                    if "{}" in a.value
+                    else a
                     for a in call.args[i + 1 : end]
                 ]
                 call.data.update(range(i + 1, end + 1))
@@ -1762,7 +1357,11 @@ class _Shell:
         if target.value == "-":
             new = state.oldpwd or state.cwd
         elif target.dynamic:
-            return _unseen(call.shown, "it changes to a directory only known at run time")
+            return _refused(
+                UNRESOLVED_PATH_EXPANSION,
+                call.shown,
+                "it changes to a directory only known at run time",
+            )
         else:
             denial = self.scope.check(target.value, state.cwd, target.raw)
             if denial:
@@ -1781,7 +1380,19 @@ class _Shell:
 
     def _declare(self, call: _Call) -> Denial | None:
         call.data.update(range(len(call.args)))
+        if any(re.fullmatch(r"[-+]\w*n\w*", v) for v in call.values):
+            return _refused(
+                EXEC_CHANGING_ENV, call.shown, "a name reference can set any variable, unseen"
+            )
+        if any(re.fullmatch(r"[-+]\w*i\w*", v) for v in call.values):
+            return _unseen(call.shown, "an integer variable evaluates what it is given")
         for arg in call.args:
+            subscript = re.match(r"[A-Za-z_]\w*(\[.*\])", arg.value, re.DOTALL)
+            denial = (
+                self._subscript(subscript.group(1), call.state, call.shown) if subscript else None
+            )
+            if denial:
+                return denial
             if _ASSIGNMENT.match(arg.value) and not arg.value.startswith("-"):
                 denial = self._assignment(arg, call.state, call.depth)
                 if denial:
@@ -1793,11 +1404,78 @@ class _Shell:
         call.data.update(range(len(call.args)))
         for arg in call.args:
             if "=" in arg.value:
-                denial = self._nested_script(
-                    call, _Arg(arg.value.split("=", 1)[1], arg.raw, arg.dynamic)
+                name, text = arg.value.split("=", 1)
+                denial = self._define(name, call.state, function=False) or self._nested_script(
+                    call, _Arg(text, arg.raw, arg.dynamic)
                 )
                 if denial:
                     return denial
+        return None
+
+    def _sets_variables(self, call: _Call) -> Denial | None:
+        """``read``, ``mapfile``, ``let``, ``getopts``, ``printf -v``: the names they set."""
+        call.data.update(range(len(call.args)))
+        values = call.values
+        if call.name in ("mapfile", "readarray") and any(v.startswith("-C") for v in values):
+            return _unseen(call.shown, "its callback runs code for each line read")
+        if call.name == "printf":  # only `-v NAME`: the rest is format and data
+            if values[:1] == ["-v"]:
+                values = values[1:2]
+            else:
+                values = [values[0][2:]] if values and values[0].startswith("-v") else []
+        for value in values:
+            name = re.fullmatch(r"([A-Za-z_]\w*)(\[.*\])?(?:\+?=.*)?", value, re.DOTALL)
+            if call.name == "let":
+                denial = self._arithmetic(value, call.state, call.shown)
+            elif name:
+                denial = self._subscript(name.group(2) or "", call.state, call.shown)
+            else:
+                continue
+            if name:
+                denial = denial or self._env_name(name.group(1), call.shown, dynamic=True)
+                call.state.variables[name.group(1)] = _UNKNOWN
+            if denial:
+                return denial
+        return None
+
+    def _kill(self, call: _Call) -> Denial | None:
+        """Signals only to jobs of the agent's own shell: ``kill %1``, ``kill -TERM $!``."""
+        call.data.update(range(len(call.args)))
+        values = call.values
+        if values[:1] in (["-l"], ["-L"]):
+            return None
+        i = 0  # past the signal: `-9`, `-TERM`, `-s TERM`, `-n 9`, then `--`
+        if values[:1] in (["-s"], ["-n"]):
+            i = 2
+        elif values and values[0].startswith("-") and values[0] != "--":
+            i = 1
+        if values[i : i + 1] == ["--"]:
+            i += 1
+        targets = values[i:]
+        dynamic = any(a.dynamic and a.value != _JOB for a in call.args)
+        if targets and not dynamic and all(v.startswith("%") or v == _JOB for v in targets):
+            return None
+        return _refused(
+            PROCESS_CONTROL,
+            call.shown,
+            "a self-update cycle may signal only the jobs its own shell started "
+            "(`kill %1`, `kill $!`)",
+        )
+
+    def _hash(self, call: _Call) -> Denial | None:
+        call.data.update(range(len(call.args)))
+        if any(re.fullmatch(r"-\w*p\w*", v) for v in call.values):
+            return _refused(
+                COMMAND_REDEFINITION, call.shown, "`hash -p` makes a name run another program"
+            )
+        return None
+
+    def _enable(self, call: _Call) -> Denial | None:
+        call.data.update(range(len(call.args)))
+        if any(v not in ("-a", "-p", "-s") for v in call.values):
+            return _refused(
+                COMMAND_REDEFINITION, call.shown, "`enable` loads or turns off shell builtins"
+            )
         return None
 
     def _trap(self, call: _Call) -> Denial | None:
@@ -1809,10 +1487,10 @@ class _Shell:
     def _source(self, call: _Call) -> Denial | None:
         if call.args and call.args[0].value in _STDIN_NAMES:
             return self._stdin_program(call, shell=True)
-        return None
+        return _piped_file(call, call.args[0].value if call.args else "")
 
     def _watch(self, call: _Call) -> Denial | None:
-        i = _skip_options(call.args, _WATCH_VALUES)
+        i = _skip_options(call.args, WATCH_VALUES)
         if any(a.value in ("-x", "--exec") for a in call.args[:i]):
             return self._nested(call, i)
         call.data.update(range(i, len(call.args)))
@@ -1844,7 +1522,7 @@ class _Shell:
             return _unseen(call.shown, "it runs a program computed at run time")
         if shell:
             return self.script(call.stdin.value, call.state.fork(), call.depth + 1)
-        return _payload(call.shown, call.stdin.value)
+        return self._code(call, call.stdin)
 
     def _shell(self, call: _Call) -> Denial | None:
         i, command_mode, stdin_mode = 0, False, False
@@ -1875,7 +1553,7 @@ class _Shell:
             return self._nested_script(call, call.args[i])
         if stdin_mode or i >= len(call.args) or call.args[i].value in _STDIN_NAMES:
             return self._stdin_program(call, shell=True)
-        return None
+        return _piped_file(call, call.args[i].value)
 
     def _interpreter(
         self,
@@ -1904,13 +1582,15 @@ class _Shell:
             if option in code_options and "=" in value:
                 call.data.add(i)
                 return self._code(call, _Arg(value.split("=", 1)[1], value, call.args[i].dynamic))
-            if value == "-m" and _PYTHON.match(call.name) and i + 1 < len(call.args):
+            if value == "-m" and PYTHON.match(call.name) and i + 1 < len(call.args):
                 return self._python_module(call, i + 1)
             i += 2 if value in value_options else 1
         if i >= len(call.args) or call.args[i].value in _STDIN_NAMES:
             return self._stdin_program(call, shell=False)
+        if denial := _piped_file(call, call.args[i].value):
+            return denial
         if (
-            _PYTHON.match(call.name)
+            PYTHON.match(call.name)
             and posixpath.basename(call.args[i].value) == "setup.py"
             and any(a.value in ("upload", "register") for a in call.args[i + 1 :])
         ):
@@ -1918,13 +1598,17 @@ class _Shell:
         return None
 
     def _code(self, call: _Call, code: _Arg) -> Denial | None:
-        if code.dynamic:
-            return _unseen(call.shown, "it runs code computed at run time")
-        return _payload(call.shown, code.value)
+        """Code given to an interpreter inline is code the self-update policy cannot read."""
+        return _refused(
+            INLINE_INTERPRETER,
+            call.shown,
+            f"`{call.name}` would run code given inline, which the self-update policy does not "
+            "analyse; write it to a file in the clone and run that",
+        )
 
     def _python(self, call: _Call) -> Denial | None:
         return self._interpreter(
-            call, frozenset({"-c"}), frozenset({"-W", "-X", "--check-hash-based-pycs"})
+            call, frozenset({"-c"}), frozenset({"-W", "-X", "--check-hash-based-pycs"}), "c"
         )
 
     def _python_module(self, call: _Call, index: int) -> Denial | None:
@@ -1940,6 +1624,8 @@ class _Shell:
                 call.depth,
             )
             return self._package_manager(inner)
+        if module in ("timeit", "pdb", "code", "runpy", "idlelib"):
+            return self._code(call, call.args[index])  # they run code given inline or piped
         return None
 
     def _node(self, call: _Call) -> Denial | None:
@@ -1956,7 +1642,7 @@ class _Shell:
         return self._interpreter(call, frozenset(), frozenset({"-r", "-I"}), cluster="e")
 
     def _php(self, call: _Call) -> Denial | None:
-        return self._interpreter(call, frozenset({"-r"}), frozenset({"-d", "-c"}))
+        return self._interpreter(call, frozenset({"-r"}), frozenset({"-d", "-c"}), "r")
 
     def _lua(self, call: _Call) -> Denial | None:
         return self._interpreter(call, frozenset({"-e"}), frozenset({"-l"}))
@@ -1964,8 +1650,8 @@ class _Shell:
     # -- network --
 
     def _fetcher(self, call: _Call) -> Denial | None:
-        value_options = _FETCH_VALUES.get(call.name, frozenset())
-        refused = _FETCH_REFUSED | _FETCH_REFUSED_SHORT.get(call.name, frozenset())
+        value_options = FETCH_VALUES.get(call.name, frozenset())
+        refused = FETCH_REFUSED | FETCH_REFUSED_SHORT.get(call.name, frozenset())
         targets: list[str] = []
         i = 0
         while i < len(call.args):
@@ -2017,7 +1703,7 @@ class _Shell:
         i = 0
         while i < len(call.args):
             value = call.args[i].value
-            if value in _SOCKET_EXEC or value.startswith("-c") and call.name == "ncat":
+            if value in SOCKET_EXEC or value.startswith("-c") and call.name == "ncat":
                 return _unseen(call.shown, "it runs a command on a network connection")
             if value in ("-x", "--proxy"):
                 return _refused(NETWORK, call.shown, "it connects through a proxy")
@@ -2025,7 +1711,7 @@ class _Shell:
                 value.startswith("-") and "l" in value[1:] and not value.startswith("--")
             ):
                 listening = listening or call.name in ("nc", "ncat", "netcat")
-            if value in _SOCKET_VALUES and call.name not in ("dig", "host", "nslookup"):
+            if value in SOCKET_VALUES and call.name not in ("dig", "host", "nslookup"):
                 i += 2
                 continue
             if value.startswith(("-", "+")) and value != "-":
@@ -2075,18 +1761,28 @@ class _Shell:
 
     def _package_manager(self, call: _Call) -> Denial | None:
         name, values = call.name, call.values
-        if name in _RUNNERS:
+        if name in RUNNERS:
             return self._run(call, -1)
-        start = call.first_operand(_MANAGER_VALUES)
+        start = call.first_operand(MANAGER_VALUES)
         verb = values[start] if start < len(values) else ""
         following = values[start + 1] if start + 1 < len(values) else ""
-        if verb in _PUBLISH_VERBS.get(name, ()) or following in _PUBLISH_SUBVERBS.get(
+        if name == "go" and (
+            verb == "get" or (verb in ("install", "run") and any("@" in v for v in values))
+        ):
+            return _refused(
+                NETWORK, call.shown, "it fetches Go modules, and a self-update cycle may not"
+            )
+        if (name, verb) == ("deno", "eval") or (
+            name in ("bun", "deno") and {"-e", "--eval", "-p", "--print"} & set(values)
+        ):
+            return self._code(call, call.args[0])
+        if verb in PUBLISH_VERBS.get(name, ()) or following in PUBLISH_SUBVERBS.get(
             (name, verb), ()
         ):
             return _refused(
                 PUBLISH, call.shown, "a self-update cycle may not publish or release packages"
             )
-        if name in _TASK_RUNNERS:
+        if name in TASK_RUNNERS:
             scripts = values[start:]
         elif name in ("npm", "pnpm", "yarn", "bun"):
             scripts = [following] if verb in ("run", "run-script") else [verb]
@@ -2094,15 +1790,15 @@ class _Shell:
             scripts = []
         if any(re.match(r"^(?:publish|deploy)(?:$|[:_-])", s) for s in scripts):
             return _refused(PUBLISH, call.shown, "a self-update cycle may not publish or deploy")
-        if name in _TASK_RUNNERS:
-            return None
+        if name in TASK_RUNNERS:
+            return _piped_file(call, *values)
         if self._writes_user_config(name, verb, following, values):
             return _refused(
                 OUTSIDE_CLONE,
                 call.shown,
                 "it writes the package manager's user configuration, outside the clone",
             )
-        if (name, verb) in _RUN_VERBS:
+        if (name, verb) in RUN_VERBS:
             return self._run(call, start)
         if name == "uv" and verb == "tool" and following == "run":
             return self._run(call, start + 1)
@@ -2140,7 +1836,7 @@ class _Shell:
                 return self._urls(call, verb_index + 1 + j) or self._nested_script(call, script)
             if not arg.value.startswith("-"):
                 break
-        start = verb_index + 1 + _skip_options(rest, _RUN_VALUES)
+        start = verb_index + 1 + _skip_options(rest, RUN_VALUES)
         # The sources (options and the package a runner fetches) are checked here; what
         # the command does with its own arguments is judged as that command.
         return self._urls(call, start + 1) or self._nested(call, start)
@@ -2151,13 +1847,24 @@ class _Shell:
         values, pairs, i = call.values, [], 0
         while i < len(values):
             value = values[i]
+            if call.args[i].dynamic or _UNKNOWN in value:
+                return _refused(
+                    DYNAMIC_COMMAND_WORD,
+                    call.shown,
+                    "an expansion comes before its git subcommand, so only the shell knows "
+                    "what git runs; write the subcommand and its options out",
+                )
+            if value.startswith("--exec-path="):
+                return _refused(
+                    EXEC_CHANGING_ENV, call.shown, "it makes git run programs from elsewhere"
+                )
             if value == "--config-env" or value.startswith("--config-env="):
                 return _refused(
                     GIT_CONFIG, call.shown, "it injects git configuration from the environment"
                 )
             if value == "-c" and i + 1 < len(values):
                 pairs.append(values[i + 1])
-            if value in _GIT_GLOBAL_VALUES:
+            if value in GIT_GLOBAL_VALUES:
                 i += 2
             elif value.startswith("-"):
                 i += 1
@@ -2166,7 +1873,7 @@ class _Shell:
         sub = values[i] if i < len(values) else ""
         rest = call.args[i + 1 :]
         base = i + 1
-        if sub in _GIT_REMOTE_COMMANDS or (
+        if sub in GIT_REMOTE_COMMANDS or (
             sub == "lfs" and rest and rest[0].value in ("push", "pull", "fetch")
         ):
             return _refused(
@@ -2187,6 +1894,14 @@ class _Shell:
             return _refused(
                 CREDENTIALS, call.shown, "git credentials are off-limits to a self-update cycle"
             )
+        if sub and sub not in GIT_SUBCOMMANDS:
+            return _refused(
+                UNKNOWN_COMMAND,
+                call.shown,
+                f"`git {sub}` is not on the self-update policy's list of git commands it "
+                "understands",
+            )
+        call.writes = sub in GIT_WRITES or any(v.startswith("--output") for v in values)
         if sub in ("clone", "fetch", "pull", "ls-remote"):
             return self._git_fetch(call, sub, base)
         if sub == "submodule":
@@ -2202,7 +1917,7 @@ class _Shell:
         if sub in ("rebase", "difftool", "mergetool", "filter-branch"):
             for j in range(base, len(call.args)):
                 option, eq, inline = call.args[j].value.partition("=")
-                if option in ("-x", "--exec", "--extcmd") or option.endswith("-filter"):
+                if option in ("-x", "--exec", "--extcmd", "--setup") or option.endswith("-filter"):
                     script = (
                         _Arg(inline, call.args[j].raw, call.args[j].dynamic)
                         if eq
@@ -2214,7 +1929,7 @@ class _Shell:
                         return denial
         for j in range(base, len(call.args)):
             option = call.args[j].value.split("=", 1)[0]
-            if option in _GIT_MESSAGE_OPTIONS:
+            if option in GIT_MESSAGE_OPTIONS:
                 call.data.add(j if "=" in call.args[j].value else j + 1)
             elif re.match(r"^-[mSG].", call.args[j].value) and sub in (
                 "commit",
@@ -2252,7 +1967,7 @@ class _Shell:
             if value == "--":
                 operands.extend(a.value for a in call.args[j + 1 :])
                 break
-            if value in _GIT_FETCH_VALUES:
+            if value in GIT_FETCH_VALUES:
                 j += 2
                 continue
             if not value.startswith("-"):
@@ -2364,7 +2079,7 @@ class _Shell:
             return None
         if (
             listing
-            or _GIT_SENSITIVE.search(key)
+            or GIT_SENSITIVE.search(key)
             or (regexp and not key.startswith(("user.", "core.", "color.", "alias.")))
         ):
             return _refused(
@@ -2379,6 +2094,10 @@ class _Shell:
         given = False
         for j in range(base, len(call.args)):
             value = call.args[j].value
+            if re.match(r"-O|--open-files-in-pager", value):
+                return _refused(
+                    UNANALYSED_WRAPPER, call.shown, "it opens the matching files with a command"
+                )
             if value in ("-e", "--and", "--or", "--not"):
                 given = given or value == "-e"
                 call.data.add(j + 1)
@@ -2492,6 +2211,18 @@ class _Shell:
         return None
 
 
+def _piped_file(call: _Call, *programs: str) -> Denial | None:
+    """A program read from a pipe or process substitution (``bash <(...)``): unseen."""
+    for program in programs:
+        if program in _STDIN_NAMES or program.startswith(("/dev/fd/", "/proc/")):
+            return _unseen(call.shown, "it runs a program from a pipe or process substitution")
+    return None
+
+
+def _system_program(value: str) -> bool:
+    return value.startswith("/") and posixpath.dirname(_normalize(value)) in _SYSTEM_BIN
+
+
 def _skip_options(args: list[_Arg], value_options: frozenset[str]) -> int:
     i = 0
     while i < len(args):
@@ -2520,15 +2251,8 @@ def _candidates(value: str) -> Iterator[str]:
             yield after
 
 
-def _payload(subject: str, code: str) -> Denial | None:
-    """Inline interpreter code is opaque, except a payload decoded and then executed."""
-    if _DECODE.search(code) and _EXECUTE.search(code):
-        return _unseen(subject, "it decodes and executes a payload")
-    return None
-
-
 def _safe_git_key(key: str) -> bool:
-    return key in _GIT_SAFE_KEYS or key.startswith(("color.", "advice."))
+    return key in GIT_SAFE_KEYS or key.startswith(("color.", "advice."))
 
 
 def _repository_kind(operand: str) -> str:
@@ -2571,7 +2295,7 @@ def _patch_paths(scope: _Scope, text: str, cwd: str) -> Denial | None:
     return None
 
 
-def _tool_path(scope: _Scope, value: str, cwd: str) -> Denial | None:
+def _tool_path(scope: _Scope, value: str, cwd: str, *, write: bool = True) -> Denial | None:
     """A path a file tool was given (tools do not expand, but ``~`` and ``$HOME`` count)."""
     if re.search(r"[\x00-\x1f]", value):
         return Denial(
@@ -2580,18 +2304,23 @@ def _tool_path(scope: _Scope, value: str, cwd: str) -> Denial | None:
             "tell where it points.",
         )
     path = re.sub(r"^(?:\$HOME|\$\{HOME\})(?=/|$)", "~", value.strip())
-    return scope.check(path, cwd, value)
+    return scope.check(path, cwd, value, write=write)
 
 
 # --- tools -----------------------------------------------------------------------------
 
-_SHELL_TOOLS = _words(
+_SHELL_TOOLS = words(
     "bash shell run_shell_command exec_command shell_command local_shell container.exec write_bash"
 )
 _PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
 _FETCH_TOOLS = frozenset({"webfetch", "web_fetch", "fetch"})
 _SEARCH_TOOLS = frozenset({"websearch", "web_search", "google_web_search"})
 _GLOB_TOOLS = frozenset({"glob"})
+# Tools that only read the paths they are given; every other tool may write them.
+_READ_TOOLS = words(
+    "read notebookread glob grep ls read_file read_many_files list_directory"
+    " search_file_content view list_dir grep_files view_image"
+)
 _PATH_KEYS = (
     "file_path",
     "notebook_path",
@@ -2682,8 +2411,8 @@ class _Tools:
                     f"cycle may work ({denial.rule}), so every tool call is refused.",
                 )
         name = tool_name.strip().lower()
-        if name in _UNRESTRICTED:
-            return _unseen(tool_name, _UNRESTRICTED[name])
+        if name in UNRESTRICTED:
+            return _unseen(tool_name, UNRESTRICTED[name])
         if name in _SEARCH_TOOLS:
             return _refused(
                 NETWORK,
@@ -2716,7 +2445,7 @@ class _Tools:
             return self._fetch(tool_name, tool_input)
         for key in _PATH_KEYS:
             for value in _strings(tool_input.get(key)):
-                denial = _tool_path(self.scope, value, base)
+                denial = _tool_path(self.scope, value, base, write=name not in _READ_TOOLS)
                 if denial:
                     return denial
         root = next(iter(_strings(tool_input.get("path") or tool_input.get("dir_path"))), "")
@@ -2724,7 +2453,7 @@ class _Tools:
         keys = _GLOB_KEYS + (("pattern",) if name in _GLOB_TOOLS else ())
         for key in keys:
             for value in _strings(tool_input.get(key)):
-                denial = _tool_path(self.scope, value, glob_base)
+                denial = _tool_path(self.scope, value, glob_base, write=False)
                 if denial:
                     return denial
         if name not in _KNOWN_TOOLS:
@@ -2734,7 +2463,7 @@ class _Tools:
     def _shell_tool(self, tool_input: Mapping[str, object], base: str) -> Denial | None:
         for key in _WORKDIR_KEYS:
             for value in _strings(tool_input.get(key)):
-                denial = _tool_path(self.scope, value, base)
+                denial = _tool_path(self.scope, value, base, write=False)
                 if denial:
                     return denial
                 base = self.scope.resolve(value, base)

@@ -28,6 +28,14 @@ from domain.self_update_policy import (
     evaluate,
     evaluate_command,
 )
+from domain.shell_allowlist import (
+    ALLOWLIST_RULES,
+    DYNAMIC_COMMAND_WORD,
+    EXEC_CHANGING_ENV,
+    INLINE_INTERPRETER,
+    UNANALYSED_WRAPPER,
+    UNRESOLVED_PATH_EXPANSION,
+)
 
 CLONE = "/srv/clones/ws"
 DATA_DIR = "/srv/tachograph/data"
@@ -96,8 +104,8 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("grep -f /etc/passwd x", OUTSIDE_CLONE),
     ("grep -e foo /etc/passwd", OUTSIDE_CLONE),
     ("awk -f ../x.awk data.txt", OUTSIDE_CLONE),
-    ("xargs -a /etc/passwd echo", OUTSIDE_CLONE),
-    ("env -C /tmp ls", OUTSIDE_CLONE),
+    ("xargs -a /etc/passwd echo", UNANALYSED_WRAPPER),
+    ("env -C /tmp ls", UNANALYSED_WRAPPER),
     ("x=$(cat ~/.netrc)", OUTSIDE_CLONE),
     ("docker run -v /:/host img", OUTSIDE_CLONE),
     ("npm config set registry http://127.0.0.1:4873", OUTSIDE_CLONE),
@@ -154,7 +162,7 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("/usr/bin/git push", GIT_REMOTE),
     ("command git push", GIT_REMOTE),
     ("env git push", GIT_REMOTE),
-    ("env -i PATH=/usr/bin git push", GIT_REMOTE),
+    ("env -i PATH=/usr/bin git push", EXEC_CHANGING_ENV),
     ("nohup git push &", GIT_REMOTE),
     ("time git push", GIT_REMOTE),
     ("nice -n 5 git push", GIT_REMOTE),
@@ -279,13 +287,13 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("eval ls", UNRESTRICTED_SHELL),
     ('eval "$CMD"', UNRESTRICTED_SHELL),
     ("builtin eval ls", UNRESTRICTED_SHELL),
-    ("$CMD push", UNRESTRICTED_SHELL),
-    ('"$(echo git)" push', UNRESTRICTED_SHELL),
-    ('exec "$CMD"', UNRESTRICTED_SHELL),
-    ("/usr/bin/gi? push", UNRESTRICTED_SHELL),
+    ("$CMD push", DYNAMIC_COMMAND_WORD),
+    ('"$(echo git)" push', DYNAMIC_COMMAND_WORD),
+    ('exec "$CMD"', DYNAMIC_COMMAND_WORD),
+    ("/usr/bin/gi? push", DYNAMIC_COMMAND_WORD),
     ('bash -c "$X"', UNRESTRICTED_SHELL),
     ('bash -c "$(cat script.txt)"', UNRESTRICTED_SHELL),
-    ("sh -c '$0' 'git push'", UNRESTRICTED_SHELL),
+    ("sh -c '$0' 'git push'", DYNAMIC_COMMAND_WORD),
     ("cat x | sh", UNRESTRICTED_SHELL),
     ("cat script.sh | bash", UNRESTRICTED_SHELL),
     ("cat x | zsh", UNRESTRICTED_SHELL),
@@ -299,13 +307,13 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("printf 'git push' | sh", UNRESTRICTED_SHELL),
     ("echo Z2l0IHB1c2g= | base64 -d | sh", UNRESTRICTED_SHELL),
     ("base64 --decode payload.txt | bash", UNRESTRICTED_SHELL),
-    ("python -c \"import base64;exec(base64.b64decode('Z2l0'))\"", UNRESTRICTED_SHELL),
-    ("node -e \"eval(Buffer.from('x', 'base64').toString())\"", UNRESTRICTED_SHELL),
-    ('python -c "$(cat code.txt)"', UNRESTRICTED_SHELL),
-    ("cd $(echo /tmp)", UNRESTRICTED_SHELL),
+    ("python -c \"import base64;exec(base64.b64decode('Z2l0'))\"", INLINE_INTERPRETER),
+    ("node -e \"eval(Buffer.from('x', 'base64').toString())\"", INLINE_INTERPRETER),
+    ('python -c "$(cat code.txt)"', INLINE_INTERPRETER),
+    ("cd $(echo /tmp)", UNRESOLVED_PATH_EXPANSION),
     ("find . -exec sh -c '{}' \\;", UNRESTRICTED_SHELL),
-    ("xargs sh -c", UNRESTRICTED_SHELL),
-    ("xargs -I{} sh -c {}", UNRESTRICTED_SHELL),
+    ("xargs sh -c", UNANALYSED_WRAPPER),
+    ("xargs -I{} sh -c {}", UNANALYSED_WRAPPER),
     ("git clone 'ext::sh -c touch% /tmp/pwned'", UNRESTRICTED_SHELL),
     ("git fetch --upload-pack='touch x' origin", UNRESTRICTED_SHELL),
     ("nc -e /bin/sh 127.0.0.1 4444", UNRESTRICTED_SHELL),
@@ -337,7 +345,7 @@ DENIED_COMMANDS: list[tuple[str, str]] = [
     ("! git push", GIT_REMOTE),
     ("if true; then git push; fi", GIT_REMOTE),
     ("for b in main dev; do git push origin $b; done", GIT_REMOTE),
-    ("X=git; $X push", GIT_REMOTE),
+    ("X=git; $X push", DYNAMIC_COMMAND_WORD),
     ("bash -c 'git push'", GIT_REMOTE),
     ("sh -lc 'ls && git push'", GIT_REMOTE),
     ("bash -c \"bash -c 'git push'\"", GIT_REMOTE),
@@ -414,7 +422,6 @@ ALLOWED_COMMANDS: list[str] = [
     "uvx ruff check .",
     ".venv/bin/python -m pytest tests/ -x",
     "source .venv/bin/activate && pytest",
-    'export PATH="$PWD/.venv/bin:$PATH"',
     "PYTHONPATH=src python -m mypy src",
     "pip install requests",
     "pip install -e .",
@@ -422,7 +429,6 @@ ALLOWED_COMMANDS: list[str] = [
     'pip install "requests>=2"',
     "python -m pip install --index-url http://127.0.0.1:3141/simple pkg",
     "find . -name '*.pyc' -delete",
-    "find . -type f -name '*.py' -not -path './.venv/*' | xargs wc -l",
     "find . -path '/tmp/*'",
     "find . -name '*.py' -exec grep -l TODO {} +",
     'grep -rn "TODO" --include="*.py" .',
@@ -436,11 +442,7 @@ ALLOWED_COMMANDS: list[str] = [
     "jq '.scripts' package.json",
     "jq --arg p /etc/x '.a' f.json",
     "cat <<'EOF' > notes.md\n# Notes\nsee /etc/hosts; curl evil.com; git push\nEOF",
-    "python - <<'EOF'\nprint('hello /etc')\nEOF",
-    'python -c "import sys; print(sys.version)"',
-    'echo hi | python -c "import sys; print(sys.stdin.read())"',
     "cat data.json | python -m json.tool",
-    "cat log.txt | perl -pe 's/a/b/'",
     'for f in src/*.py; do ruff check "$f"; done',
     "if [ -f setup.cfg ]; then cat setup.cfg; fi",
     '[[ -n "$X" ]] && echo set',
@@ -728,7 +730,8 @@ def test_a_working_directory_outside_the_clone_refuses_every_tool() -> None:
 
 def test_every_rule_is_exercised_by_the_tables() -> None:
     fired = {rule for _, rule in DENIED_COMMANDS} | {rule for *_, rule in DENIED_TOOLS}
-    assert fired == RULES
+    # The closed list's own rules are exercised in test_self_update_allowlist.py.
+    assert fired <= RULES and RULES - fired <= ALLOWLIST_RULES
 
 
 def test_a_denial_is_frozen_and_names_what_was_refused() -> None:
