@@ -17,7 +17,7 @@ from api.schemas import Slug
 from bootstrap import Services
 from domain.agent_ids import TASKS_AGENT_ID, agent_id_for
 from domain.credentials import AGENT
-from domain.errors import NotFound
+from domain.errors import NotFound, RuleViolation
 from domain.session import Session
 from domain.workspace import DEFAULT_WORKSPACE
 from projections.signals import get_signal, list_signals
@@ -84,10 +84,12 @@ def signal_workspace(
         raise NotFound(f"Session {session_id} does not exist.")
     if workspace is not None:
         if body.workspaceId is not None and body.workspaceId != workspace:
-            raise _refused(
-                principal,
+            message = (
                 f"Session {session_id} lives in workspace {workspace!r}; a signal about it "
-                f"cannot name workspace {body.workspaceId!r}.",
+                f"cannot name workspace {body.workspaceId!r}."
+            )
+            raise (
+                _refused(principal, message) if principal.role == AGENT else RuleViolation(message)
             )
         return workspace
     named = body.workspaceId or DEFAULT_WORKSPACE
