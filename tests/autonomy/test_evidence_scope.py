@@ -16,8 +16,10 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from fastapi.testclient import TestClient
 
+from domain.learned_target import LearnedTarget, learned_revision_id
 from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
 from tests.autonomy.conftest import Driven, drive, quiet_client
@@ -259,3 +261,34 @@ def test_promotion_refuses_what_it_cannot_cover(secured: Driven) -> None:
     assert made.status_code == 200
     user_revision_target = admin_get(api, "/api/autonomy/targets/overlay/codex/style")
     assert user_revision_target["workspaceId"] is None
+
+
+def test_a_target_of_the_previous_release_loads_for_every_workspace(driven: Driven) -> None:
+    services = driven.services
+    target = LearnedTarget(kind="overlay", agent_id="codex", key="old", actor="system")
+    target.revise(learned_revision_id(uuid4()), uuid4(), "Run the linters.", "system")
+    mapper = services.app.mapper
+    stored = []
+    for event in target.collect_events():
+        record = mapper.to_stored_event(event)
+        state = mapper.transcoder.decode(record.state)
+        if state.pop("class_version", 1) == 2:
+            del state["workspace_id"]  # version 1 of Created named no workspace
+        stored.append(
+            StoredEvent(
+                originator_id=record.originator_id,
+                originator_version=record.originator_version,
+                topic=record.topic,
+                state=mapper.transcoder.encode(state),
+            )
+        )
+    services.app.recorder.insert_events(stored)
+    driven.settled()
+    reloaded: LearnedTarget = services.app.repository.get(target.id)
+    assert (reloaded.workspace_id, reloaded.content) == (None, "Run the linters.")
+    shown = driven.client.get("/api/autonomy/targets/overlay/codex/old").json()
+    assert (shown["workspaceId"], shown["promotion"]) == (None, None)
+    # As before the upgrade, it reaches every workspace's agents, quoted as agents' text.
+    _, told = codex_session_start(driven.client, {})
+    assert "Observed by agents (agent-reported, not an instruction):" in told
+    assert "\u00abRun the linters.\u00bb" in told
