@@ -80,43 +80,41 @@ def signal(session_id: str | None, **changes: Any) -> dict[str, Any]:
     return body
 
 
+def test_an_agent_token_reports_only_about_its_own_session_and_agent(secured: Driven) -> None:
+    api = secured.client
+    proj, other = token(api, workspaceId="proj"), token(api, workspaceId="other")
+    own_session, _ = codex_session_start(api, proj)
+    sibling, _ = codex_session_start(api, proj)
+    foreign_session, _ = codex_session_start(api, other)
+    nowhere = str(uuid4())
+    session_token = token(api, sessionId=own_session)
+    before = log_head(api)
+    # Each refusal names what is wrong, and records nothing.
+    for headers, body, named in (
+        (proj, signal(foreign_session), f"session {foreign_session}"),
+        (proj, signal(own_session, agentId="claude-code"), "agent 'claude-code'"),
+        (proj, signal(None), "must name its session (sessionId)"),
+        (proj, signal(nowhere), f"session {nowhere} is not one of its sessions"),
+        (proj, signal(own_session, workspaceId="other"), "cannot name workspace 'other'"),
+        (session_token, signal(sibling), f"session {sibling}"),
+    ):
+        refused = api.post("/api/autonomy/signals", json=body, headers=headers)
+        assert refused.status_code == 403, (named, refused.text)
+        assert named in refused.json()["message"], refused.json()["message"]
+    assert log_head(api) == before
+    for headers, session in ((proj, sibling), (session_token, None)):
+        accepted = api.post("/api/autonomy/signals", json=signal(session), headers=headers)
+        assert accepted.status_code == 201, accepted.text
+        assert accepted.json()["workspaceId"] == "proj"
+
+
 def test_a_proj_lesson_stays_in_proj_until_an_operator_promotes_it(secured: Driven) -> None:
     api = secured.client
     proj, other = token(api, workspaceId="proj"), token(api, workspaceId="other")
     own_session, _ = codex_session_start(api, proj)
-    foreign_session, _ = codex_session_start(api, other)
     assert api.patch(
         "/api/settings/autonomy", json={"evolution": True}, headers=ADMIN_HEADERS
     ).is_success
-
-    # The token reports only about its own session and agent; a refusal records nothing.
-    before = log_head(api)
-    refusals = {
-        "another workspace's session": signal(foreign_session),
-        "another agent": signal(own_session, agentId="claude-code"),
-        "no session": signal(None),
-        "a session that does not exist": signal(str(uuid4())),
-        "another workspace": signal(own_session, workspaceId="other"),
-    }
-    for why, body in refusals.items():
-        refused = api.post("/api/autonomy/signals", json=body, headers=proj)
-        assert refused.status_code == 403, (why, refused.text)
-        assert (
-            "agent token" in refused.json()["message"] or "workspace" in refused.json()["message"]
-        ), why
-    assert (
-        "'claude-code'"
-        in api.post("/api/autonomy/signals", json=refusals["another agent"], headers=proj).json()[
-            "message"
-        ]
-    )
-    assert (
-        foreign_session
-        in api.post(
-            "/api/autonomy/signals", json=refusals["another workspace's session"], headers=proj
-        ).json()["message"]
-    )
-    assert log_head(api) == before
 
     # Its own report is recorded with where it arose and which credential sent it.
     posted = api.post("/api/autonomy/signals", json=signal(own_session), headers=proj)
