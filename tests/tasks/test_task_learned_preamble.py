@@ -290,6 +290,9 @@ def test_self_update_prompts_carry_learned_content_only_where_the_workspace_opts
     assert lab.client.post("/api/workspaces", json=body).status_code == 201
     assert lab.client.get("/api/workspaces/lab").json()["learnedInSelfUpdate"] is False
     lesson = lab.learn("task:x:1", "the build cache was cold", workspace="lab")
+    # Learned from lab's evidence: a task of another workspace is not told it.
+    elsewhere = lab.submit("Tidy the docs.")
+    assert (lab.run(elsewhere), lab.carried(elsewhere)) == (["Tidy the docs."], [None])
 
     plain = self_update_task(lab, "lab", "Improve Tachograph.")
     claim = lab.claim(plain)
