@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -51,6 +52,26 @@ def _agent_of(services: Services, principal: Principal, session_id: UUID) -> str
     return agent_id_for(agent) if isinstance(session, Session) and agent else None
 
 
+# The trace ids Tachograph gives the signals it derives (projections/turn_signals.py):
+# `<sessionId>:<turn>` and `task:<taskId>:<attempt>`. An agent naming another session's
+# or task's would take that signal's dedupe key and so silence the real evidence.
+_SESSION_TRACE = re.compile(
+    r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):"
+)
+_TASK_TRACE = re.compile(r"^task:([^:]*):")
+
+
+def _foreign_trace(principal: Principal, session_id: UUID, trace_id: str) -> str | None:
+    """What another session's or task's trace id names ("session …", "task …"), or None."""
+    session = _SESSION_TRACE.match(trace_id)
+    if session is not None and UUID(session.group(1)) != session_id:
+        return f"session {session.group(1)}"
+    task = _TASK_TRACE.match(trace_id)
+    if task is not None and task.group(1) != principal.binding.task_id:
+        return f"task {task.group(1)}"
+    return None
+
+
 def signal_workspace(
     services: Services, principal: Principal, body: SignalCreate, session_id: UUID | None
 ) -> str:
@@ -73,6 +94,13 @@ def signal_workspace(
                 "sessions, so it cannot submit signals about it.",
             )
         authorize_session(principal, session_id, services.session_workspace, SIGNALS_ROUTE)
+        foreign = _foreign_trace(principal, session_id, body.traceId)
+        if foreign is not None:
+            raise _refused(
+                principal,
+                f"This agent token is bound to {own}; traceId {body.traceId!r} names {foreign}, "
+                "not its own.",
+            )
         agent = _agent_of(services, principal, session_id)
         if agent is not None and body.agentId != agent:
             raise _refused(

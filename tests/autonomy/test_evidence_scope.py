@@ -97,13 +97,20 @@ def test_an_agent_token_reports_only_about_its_own_session_and_agent(secured: Dr
         (proj, signal(nowhere), f"session {nowhere} is not one of its sessions"),
         (proj, signal(own_session, workspaceId="other"), "cannot name workspace 'other'"),
         (session_token, signal(sibling), f"session {sibling}"),
+        # Another session's or a task's derived trace id: its real signal would be lost.
+        (proj, signal(own_session, traceId=f"{foreign_session}:1"), "names session"),
+        (proj, signal(own_session, traceId=f"task:{nowhere}:1"), f"names task {nowhere}"),
     ):
         refused = api.post("/api/autonomy/signals", json=body, headers=headers)
         assert refused.status_code == 403, (named, refused.text)
         assert named in refused.json()["message"], refused.json()["message"]
     assert log_head(api) == before
-    for headers, session in ((proj, sibling), (session_token, None)):
-        accepted = api.post("/api/autonomy/signals", json=signal(session), headers=headers)
+    for headers, session, trace in (
+        (proj, sibling, f"{sibling}:turn-1"),
+        (session_token, None, "free-form"),
+    ):
+        body = signal(session, traceId=trace)
+        accepted = api.post("/api/autonomy/signals", json=body, headers=headers)
         assert accepted.status_code == 201, accepted.text
         assert accepted.json()["workspaceId"] == "proj"
 
