@@ -194,7 +194,10 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         ensure_schema(store, projections)
         credentials = CredentialCache(store, settings.api_key)
         credentials.ensure_schema()
-    learned = LearnedContext(store)
+    # One cache of session -> workspace for the routes (Services), the approvals port and
+    # learned delivery (what a session is told depends on its workspace).
+    workspaces: dict[UUID, str] = {}
+    learned = LearnedContext(store, workspace_of=partial(session_workspace, app, workspaces))
     for projection in projections:
         if isinstance(projection, LearnedProjection):
             projection.on_change = learned.load
@@ -208,8 +211,6 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
     app.on_recorded = partial(_recorded, runner, held)
     transport = HttpxHookTransport(settings.secrets)
     committer = GroupCommitter(app, on_batch=observe_batch)
-    # One cache of session -> workspace for the routes (Services) and the approvals port.
-    workspaces: dict[UUID, str] = {}
     approvals = AppApprovals(
         app, store, partial(session_workspace, app, workspaces), REUSE_WITHIN_S
     )
@@ -230,7 +231,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         ask=partial(ask, transport),
         observe=observe_dispatch,
         approvals=ApprovalGate(settings.approvals, approvals, notifier),
-        learned=learned.for_agent,
+        learned=learned.for_session,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import Field, StrictBool
 
-from api.schemas import Strict
+from api.schemas import Slug, Strict
 
 AgentId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
 TargetKey = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,62}$")]
@@ -37,6 +37,17 @@ class SignalCreate(Strict):
     sessionId: UUID | None = None
     # The turn the evidence is from; signals derived from hooks name theirs themselves.
     turnId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    # Where the evidence arose: the session's workspace when a session is named (it must
+    # agree), else this one (the default workspace when neither is given).
+    workspaceId: Slug | None = None
+
+
+class Promotion(Strict):
+    """Where a revision's content is delivered besides its own workspace: `global`
+    (every workspace) or the `workspaceIds` named (none: back to its own only)."""
+
+    scope: Literal["global", "workspaces"]
+    workspaceIds: Annotated[list[Slug], Field(max_length=100)] = []
 
 
 class TargetEdit(Strict):

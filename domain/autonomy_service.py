@@ -72,31 +72,64 @@ class AutonomyService:
 
     # Learned targets
 
-    def find_target(self, kind: str, agent_id: str, key: str) -> LearnedTarget | None:
-        return find(self.app, LearnedTarget, learned_target_id(kind, agent_id, key))
+    def find_target(
+        self, kind: str, agent_id: str, key: str, workspace_id: str | None = None
+    ) -> LearnedTarget | None:
+        return find(self.app, LearnedTarget, learned_target_id(kind, agent_id, key, workspace_id))
 
-    def edit_target(self, kind: str, agent_id: str, key: str, content: str, actor: str) -> Recorded:
+    def edit_target(
+        self,
+        kind: str,
+        agent_id: str,
+        key: str,
+        content: str,
+        actor: str,
+        workspace_id: str | None = None,
+    ) -> Recorded:
         """A user edit: set the content and make the target user-owned (creating it if new)."""
         check_target_key(kind, agent_id, key)
 
         def attempt() -> Recorded:
-            target = self.find_target(kind, agent_id, key) or LearnedTarget(
-                kind=kind, agent_id=agent_id, key=key, actor=actor
+            target = self.find_target(kind, agent_id, key, workspace_id) or LearnedTarget(
+                kind=kind, agent_id=agent_id, key=key, actor=actor, workspace_id=workspace_id
             )
             target.edit(content, actor)
             return Recorded(target.id, self.app.record(target))
 
         return retrying(attempt)
 
-    def hand_back_target(self, kind: str, agent_id: str, key: str, actor: str) -> Recorded:
+    def hand_back_target(
+        self, kind: str, agent_id: str, key: str, actor: str, workspace_id: str | None = None
+    ) -> Recorded:
         """Return a user-owned target to evolution, keeping its content."""
         check_target_key(kind, agent_id, key)
 
         def attempt() -> Recorded:
-            target = self.find_target(kind, agent_id, key)
+            target = self.find_target(kind, agent_id, key, workspace_id)
             if target is None:
                 raise NotFound(f"Target {kind}/{agent_id}/{key} does not exist.")
             target.hand_back(actor)
+            return Recorded(target.id, self.app.record(target))
+
+        return retrying(attempt)
+
+    def promote(
+        self,
+        target_id: UUID,
+        revision_id: UUID,
+        everywhere: bool,
+        workspace_ids: list[str],
+        actor: str,
+    ) -> Recorded:
+        """An operator delivers a revision beyond the workspace its evidence came from."""
+        for slug in workspace_ids:
+            self.app.get_workspace(slug)  # NotFound names a workspace that does not exist
+
+        def attempt() -> Recorded:
+            target = find(self.app, LearnedTarget, target_id)
+            if target is None:
+                raise NotFound(f"Revision {revision_id} does not exist.")
+            target.promote(revision_id, everywhere, workspace_ids, actor)
             return Recorded(target.id, self.app.record(target))
 
         return retrying(attempt)

@@ -27,9 +27,12 @@ OVERLAY_LIMIT_BYTES = 16 * 1024
 USER_CONTENT_LIMIT_BYTES = 16 * 1024
 
 
-def learned_target_id(kind: str, agent_id: str, key: str) -> UUID:
-    """The target's ID from its natural key (kind, agentId, key)."""
-    return stable_id("learned-target", kind, agent_id, key)
+def learned_target_id(kind: str, agent_id: str, key: str, workspace_id: str | None = None) -> UUID:
+    """The target's ID from its natural key (kind, agentId, key) and, for one learned from
+    a workspace's evidence, that workspace (None: a target for every workspace)."""
+    if workspace_id is None:
+        return stable_id("learned-target", kind, agent_id, key)
+    return stable_id("learned-target", kind, agent_id, key, "workspace", workspace_id)
 
 
 def learned_revision_id(signal_id: UUID) -> UUID:
@@ -97,20 +100,39 @@ class TargetChanged(Conflict):
     code = "target_changed"
 
 
+class NotScoped(Conflict):
+    """The target is already delivered to every workspace."""
+
+    code = "not_scoped"
+
+
 class LearnedTarget(TachographAggregate):
-    """Effective content of (kind, agentId, key) and every change that led to it."""
+    """Effective content of (kind, agentId, key[, workspace]) and every change that led to it.
+
+    A target learned from a workspace's evidence belongs to that workspace
+    (`workspace_id`): its content reaches only that workspace's agents, unless an operator
+    promotes a revision of it, which covers exactly that revision's content.
+    """
 
     TOPIC = "LearnedTarget"
 
     @staticmethod
-    def create_id(kind: str, agent_id: str, key: str, **_: Any) -> UUID:
-        return learned_target_id(kind, agent_id, key)
+    def create_id(
+        kind: str, agent_id: str, key: str, workspace_id: str | None = None, **_: Any
+    ) -> UUID:
+        return learned_target_id(kind, agent_id, key, workspace_id)
 
     @event("Created", topic="LearnedTarget.Created")
-    def __init__(self, kind: str, agent_id: str, key: str, actor: str) -> None:
+    def __init__(
+        self, kind: str, agent_id: str, key: str, actor: str, workspace_id: str | None = None
+    ) -> None:
         self.kind = kind
         self.agent_id = agent_id
         self.key = key
+        self.workspace_id = workspace_id
+        # The operator's promotion in force: {revision_id, content_digest, everywhere,
+        # workspace_ids}; None while the content stays in its own workspace.
+        self.promotion: dict[str, Any] | None = None
         self.content: str | None = None
         self.content_digest: str | None = None
         self.evolution_managed = True
@@ -232,5 +254,62 @@ class LearnedTarget(TachographAggregate):
     def _handed_back(self, actor: str) -> None:
         self.evolution_managed = True
 
+    def promote(
+        self, revision_id: UUID, everywhere: bool, workspace_ids: list[str], actor: str
+    ) -> None:
+        """An operator delivers this revision's content beyond its workspace: to every
+        workspace, or to those named (none: back to its own only). Only the latest
+        revision, while the target still holds what it wrote."""
+        key = str(revision_id)
+        revision = self.revisions.get(key)
+        if revision is None:
+            raise NotFound(f"Revision {revision_id} does not exist.")
+        if self.workspace_id is None:
+            raise NotScoped(
+                f"Target {self.kind}/{self.agent_id}/{self.key} belongs to no workspace; "
+                "it is delivered to every workspace already."
+            )
+        if self.latest_revision_id != key:
+            raise NotLatest(
+                f"Revision {revision_id} is not the latest of its target; promote "
+                f"{self.latest_revision_id} instead.",
+                latestRevisionId=self.latest_revision_id,
+            )
+        if self.content_digest != revision["content_digest"]:
+            raise TargetChanged(
+                f"The content of {self.kind}/{self.agent_id}/{self.key} changed after "
+                f"revision {revision_id}; nothing was promoted."
+            )
+        others = sorted({w for w in workspace_ids if w != self.workspace_id})
+        self._promoted(key, self.content_digest, everywhere, [] if everywhere else others, actor)
 
-declare_event_versions(LearnedTarget, Created=1, Revised=1, UserEdited=1, HandedBack=1)
+    @event("Promoted", topic="LearnedTarget.Promoted")
+    def _promoted(
+        self,
+        revision_id: str,
+        content_digest: str | None,
+        everywhere: bool,
+        workspace_ids: list[str],
+        actor: str,
+    ) -> None:
+        promoted = everywhere or bool(workspace_ids)
+        self.promotion = (
+            {
+                "revision_id": revision_id,
+                "content_digest": content_digest,
+                "everywhere": everywhere,
+                "workspace_ids": list(workspace_ids),
+            }
+            if promoted
+            else None
+        )
+
+
+def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
+    # Version 2 names the workspace whose evidence the target was learned from; targets of
+    # earlier releases had none and stay delivered to every workspace, as they were.
+    state["workspace_id"] = None
+
+
+LearnedTarget.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
+declare_event_versions(LearnedTarget, Created=2, Revised=1, UserEdited=1, HandedBack=1, Promoted=1)

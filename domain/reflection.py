@@ -40,6 +40,8 @@ class SignalEvidence:
     # already received: a lesson the turn had is not learned again from it.
     turn_id: str | None = None
     received: tuple[str, ...] = ()
+    # Where the evidence arose: the lessons it teaches are that workspace's targets.
+    workspace_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,8 @@ class RulesReflector:
             # lesson did not prevent that failure, so the failure is no new evidence.
             if _has_lesson(targets, key):
                 return Decision("none")
-            if str(learned_target_id("overlay", signal.agent_id, key)) in signal.received:
+            target = learned_target_id("overlay", signal.agent_id, key, signal.workspace_id)
+            if str(target) in signal.received:
                 return Decision("none")
             failure_class = signal.failure_class or "unknown"
             detail = truncate_utf8(telling_text(signal.failure), 1024) or "no details"

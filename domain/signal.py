@@ -58,6 +58,8 @@ class Signal(TachographAggregate):
         actor: str,
         turn_id: str | None = None,
         received: list[str] | None = None,
+        workspace_id: str | None = None,
+        credential: str | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.trace_id = trace_id
@@ -69,6 +71,10 @@ class Signal(TachographAggregate):
         self.session_id = session_id
         self.turn_id = turn_id
         self.received: list[str] = list(received or ())
+        # Where the evidence arose and which credential (its label) reported it: what
+        # it teaches stays in that workspace unless an operator promotes it.
+        self.workspace_id = workspace_id
+        self.credential = credential
         self.status = PENDING
         self.attempts = 0
         self.next_attempt_at: datetime | None = None
@@ -224,10 +230,18 @@ def _upcast_created_v1_v2(state: dict[str, Any]) -> None:
     state["received"] = []
 
 
+def _upcast_created_v2_v3(state: dict[str, Any]) -> None:
+    # Version 3 names the workspace and the submitting credential; earlier signals did
+    # not record them (their lessons are taught to the default workspace).
+    state["workspace_id"] = None
+    state["credential"] = None
+
+
 Signal.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
+Signal.Created.upcast_v2_v3 = staticmethod(_upcast_created_v2_v3)  # type: ignore[attr-defined]
 declare_event_versions(
     Signal,
-    Created=2,
+    Created=3,
     Claimed=1,
     Completed=1,
     RetryScheduled=1,

@@ -33,9 +33,12 @@ from domain.reflection import (
     Reflector,
     SignalEvidence,
 )
+from domain.session import Session
 from domain.signal import CLAIMED, MAX_ATTEMPTS, SIGNAL_KINDS, Signal, signal_id
+from domain.task import Task
 from domain.task_policy import Backoff, truncate_utf8
 from domain.task_service import utcnow
+from domain.workspace import DEFAULT_WORKSPACE
 
 TRACE_ID_LIMIT = 256
 FAILURE_CLASS_LIMIT = 64
@@ -90,10 +93,14 @@ class SignalService:
         *,
         turn_id: str | None = None,
         received: Iterable[str] = (),
+        workspace_id: str = DEFAULT_WORKSPACE,
+        credential: str | None = None,
     ) -> tuple[Recorded, bool]:
         """Store redacted, bounded evidence; a repeat of (agentId, traceId, kind) is a no-op.
 
-        `received` names the learned targets (their ids) the turn had been given.
+        `received` names the learned targets (their ids) the turn had been given;
+        `workspace_id` where the evidence arose (what it teaches stays there);
+        `credential` the label of the key that reported it (None: Tachograph itself).
         """
         if not AGENT_ID_PATTERN.fullmatch(agent_id):
             raise RuleViolation("agentId must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}.")
@@ -125,11 +132,26 @@ class SignalService:
             actor=actor,
             turn_id=turn_id,
             received=targets,
+            workspace_id=workspace_id,
+            credential=credential,
         )
         try:
             return Recorded(sid, self.app.record(signal)), True
         except IntegrityError:
             return Recorded(sid, None), False  # a concurrent duplicate won: the same signal
+
+    def workspace_of(self, session_id: UUID | None, task_id: UUID | None = None) -> str:
+        """The workspace a turn's evidence arose in: its task's, else its session's
+        (the default workspace when neither is known any more)."""
+        if task_id is not None:
+            task = find(self.app, Task, task_id)
+            if task is not None:
+                return str(task.workspace)
+        if session_id is not None:
+            session = find(self.app, Session, session_id)
+            if session is not None:
+                return str(session.workspace)
+        return DEFAULT_WORKSPACE
 
     def get(self, sid: UUID) -> Signal:
         """The signal, or NotFound."""
@@ -201,9 +223,13 @@ class SignalService:
         if contains_secret(decision.content) or contains_secret(decision.key):
             raise ReflectionFailed("the proposal carries a secret; nothing was changed")
         kind, agent_id, key = decision.strategy, signal.agent_id, decision.key
-        target = find(self.app, LearnedTarget, learned_target_id(kind, agent_id, key))
+        # What a workspace's evidence teaches is that workspace's own target.
+        workspace = claim.evidence.workspace_id
+        target = find(self.app, LearnedTarget, learned_target_id(kind, agent_id, key, workspace))
         if target is None:
-            target = LearnedTarget(kind=kind, agent_id=agent_id, key=key, actor="system")
+            target = LearnedTarget(
+                kind=kind, agent_id=agent_id, key=key, actor="system", workspace_id=workspace
+            )
         if not target.evolution_managed:
             raise ReflectionFailed(f"target {kind}/{agent_id}/{key} is user-owned")
         if kind == "overlay":
@@ -267,4 +293,6 @@ def _evidence(signal: Signal) -> SignalEvidence:
         failure_class=signal.failure_class,
         turn_id=signal.turn_id,
         received=tuple(signal.received),
+        # A signal of an earlier release named no workspace: it teaches the default one.
+        workspace_id=signal.workspace_id or DEFAULT_WORKSPACE,
     )

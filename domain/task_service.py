@@ -62,7 +62,9 @@ def utcnow() -> datetime:
 class LearnedSource(Protocol):
     """An agent's learned content, composed and bounded, answered from memory."""
 
-    def for_agent(self, agent_id: str, budget_bytes: int = ...) -> Composed: ...
+    def for_agent(
+        self, agent_id: str, budget_bytes: int = ..., workspace_id: str | None = ...
+    ) -> Composed: ...
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,9 @@ class TaskService:
                 and not self.app.get_workspace(task.workspace).learned_in_self_update
             ):
                 return NOTHING
-            return self.learned.for_agent(TASKS_AGENT_ID, learned_budget(task.prompt))
+            return self.learned.for_agent(
+                TASKS_AGENT_ID, learned_budget(task.prompt), task.workspace
+            )
         except Exception:  # noqa: BLE001 - the attempt runs without the preamble instead
             log.exception("composing learned content failed", extra={"task_id": task.id})
             return NOTHING

@@ -33,9 +33,10 @@ AskHandler = Callable[[HookHandler, HandlerRequest], HandlerReply]
 Clock = Callable[[], datetime]
 # Told every decision (metrics per event and handler); must not raise.
 DispatchObserver = Callable[[str, Decision], None]
-# An agent's learned content composed within a byte budget, answered from memory (it is
-# asked on the hook path): services/learned_context.py's `LearnedContext.for_agent`.
-LearnedSource = Callable[[str, int], Composed]
+# An agent's learned content composed within a byte budget for the workspace of a
+# session, answered from memory (it is asked on the hook path):
+# services/learned_context.py's `LearnedContext.for_session`.
+LearnedSource = Callable[[str, int, UUID], Composed]
 # A runtime's answer for a decision on one of its events, and an audit note saying how
 # the decision had to be degraded to be expressed (None when it was not).
 Render = Callable[[str, Decision], tuple[Any, str | None]]

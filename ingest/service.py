@@ -280,7 +280,7 @@ class HookIngest:
     ) -> Ingested:
         """Render the decision, record it durably, and say where."""
         delivered, carried = (
-            self._with_learned(ev, decision) if deliver_learned else (decision, None)
+            self._with_learned(session_id, ev, decision) if deliver_learned else (decision, None)
         )
         answer, note = render(ev.event, delivered) if render is not None else (None, None)
         fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received, carried)
@@ -327,7 +327,7 @@ class HookIngest:
         received = self._clock()
         dispatch_id = dispatch_id_for(ev.event_id)
         decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
-        delivered, carried = self._with_learned(ev, decision)
+        delivered, carried = self._with_learned(session_id, ev, decision)
         answer, note = render(ev.event, delivered) if render is not None else (None, None)
         decided = Ingested(dispatch_id, delivered, answer, None, False)
 
@@ -359,7 +359,7 @@ class HookIngest:
     # --- the parts --------------------------------------------------------------------
 
     def _with_learned(
-        self, ev: LifecycleEvent, decision: Decision
+        self, session_id: UUID, ev: LifecycleEvent, decision: Decision
     ) -> tuple[Decision, list[dict[str, Any]] | None]:
         """The decision as the agent gets it: the managed handlers' context and the
         agent's learned content within the one context cap (the learned text gets what
@@ -373,7 +373,7 @@ class HookIngest:
         context = decision.additional_context
         used = len(context.encode("utf-8")) + len(CONTEXT_SEPARATOR) if context else 0
         try:
-            composed = self._learned(agent_id_for(ev.agent), CONTEXT_CAP - used)
+            composed = self._learned(agent_id_for(ev.agent), CONTEXT_CAP - used, session_id)
         except Exception:  # noqa: BLE001 - a delivery never fails or blocks a hook
             log.exception("learned content could not be composed")
             return decision, None
@@ -398,7 +398,7 @@ class HookIngest:
         recorded = getattr(stored, "learned", None)
         if not recorded:
             return decision
-        delivered, carried = self._with_learned(ev, decision)
+        delivered, carried = self._with_learned(stored.session_id, ev, decision)
         return delivered if carried == recorded else decision
 
     def _handlers_for(self, ev: LifecycleEvent) -> list[HookHandler]:

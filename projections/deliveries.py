@@ -28,6 +28,9 @@ _COLUMNS = (
     "dispatch_id",
     "task_id",
     "attempt",
+    "origin_workspace_id",
+    "delivered_in",
+    "scope",
 )
 
 
@@ -39,6 +42,7 @@ class DeliveriesProjection(Projection):
             "target_id TEXT NOT NULL, kind TEXT NOT NULL, agent_id TEXT NOT NULL, "
             "key TEXT NOT NULL, revision_id TEXT, content_digest TEXT NOT NULL, "
             "session_id TEXT, turn_id TEXT, dispatch_id TEXT, task_id TEXT, attempt INTEGER, "
+            "origin_workspace_id TEXT, delivered_in TEXT, scope TEXT, "
             "PRIMARY KEY (position, target_id))",
             "CREATE INDEX IF NOT EXISTS {t}_revision ON {t} (revision_id, position)",
             "CREATE INDEX IF NOT EXISTS {t}_session ON {t} (session_id, position)",
@@ -82,6 +86,10 @@ class DeliveriesProjection(Projection):
                     dispatch_id,
                     task_id,
                     attempt,
+                    # Items of earlier releases named no workspace.
+                    item.get("workspace_id"),
+                    item.get("delivered_in"),
+                    item.get("scope"),
                 )
                 for item in items
             ],
@@ -133,6 +141,11 @@ def delivery_row(r: dict[str, Any]) -> dict[str, Any]:
         "at": r["at"],
         "position": int(r["position"]),
         "contentDigest": r["content_digest"],
+        # Where the lesson's evidence arose, where it was delivered, and how it got there
+        # (`workspace`: its own, `promoted`, `global`).
+        "originWorkspaceId": r["origin_workspace_id"],
+        "workspaceId": r["delivered_in"],
+        "scope": r["scope"],
     }
 
 
@@ -186,6 +199,9 @@ def delivery_item(r: dict[str, Any]) -> dict[str, Any]:
         "attempt": int(r["attempt"]) if r["attempt"] is not None else None,
         "position": int(r["position"]),
         "at": r["at"],
+        "originWorkspaceId": r["origin_workspace_id"],
+        "workspaceId": r["delivered_in"],
+        "scope": r["scope"],
     }
 
 

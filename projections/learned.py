@@ -3,6 +3,7 @@ list, and each target's history (revisions, user edits, hand-backs)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,9 @@ class LearnedProjection(Projection):
             "agent_id TEXT NOT NULL, key TEXT NOT NULL, content TEXT, content_digest TEXT, "
             "evolution_managed BOOLEAN NOT NULL, revision_count INTEGER NOT NULL, "
             "latest_revision_id TEXT, position BIGINT NOT NULL, created_at TEXT NOT NULL, "
-            "updated_at TEXT NOT NULL)",
+            "updated_at TEXT NOT NULL, workspace_id TEXT, promoted_revision_id TEXT, "
+            "promoted_digest TEXT, promoted_everywhere BOOLEAN, promoted_workspaces TEXT, "
+            "promoted_by TEXT, promoted_at TEXT)",
             "CREATE INDEX IF NOT EXISTS {t}_agent ON {t} (agent_id, kind)",
         ],
         "learned_revisions": [
@@ -31,7 +34,7 @@ class LearnedProjection(Projection):
             "target_kind TEXT NOT NULL, agent_id TEXT NOT NULL, key TEXT NOT NULL, "
             "signal_id TEXT, content TEXT, previous_content_digest TEXT, content_digest TEXT, "
             "reverts_revision_id TEXT, reverted_by_revision_id TEXT, actor TEXT NOT NULL, "
-            "position BIGINT NOT NULL, at TEXT NOT NULL)",
+            "position BIGINT NOT NULL, at TEXT NOT NULL, workspace_id TEXT)",
             "CREATE INDEX IF NOT EXISTS {t}_pos ON {t} (position)",
             "CREATE INDEX IF NOT EXISTS {t}_target ON {t} (target_id, position)",
         ],
@@ -39,7 +42,7 @@ class LearnedProjection(Projection):
             "CREATE TABLE IF NOT EXISTS {t} (position BIGINT PRIMARY KEY, target_id TEXT NOT NULL, "
             "change TEXT NOT NULL, revision_id TEXT, signal_id TEXT, reverts_revision_id TEXT, "
             "content_digest TEXT, previous_content_digest TEXT, actor TEXT NOT NULL, "
-            "at TEXT NOT NULL)",
+            "at TEXT NOT NULL, scope TEXT)",
             "CREATE INDEX IF NOT EXISTS {t}_target ON {t} (target_id, position)",
         ],
     }
@@ -57,9 +60,19 @@ class LearnedProjection(Projection):
         d = e.data
         cur.execute(
             f"INSERT INTO {self.t['learned_targets']} (id, kind, agent_id, key, "
-            "evolution_managed, revision_count, position, created_at, updated_at) "
-            "VALUES (?,?,?,?,?,0,?,?,?)",
-            (e.key, d["kind"], d["agent_id"], d["key"], True, e.position, e.at, e.at),
+            "evolution_managed, revision_count, position, created_at, updated_at, workspace_id) "
+            "VALUES (?,?,?,?,?,0,?,?,?,?)",
+            (
+                e.key,
+                d["kind"],
+                d["agent_id"],
+                d["key"],
+                True,
+                e.position,
+                e.at,
+                e.at,
+                d.get("workspace_id"),
+            ),
         )
 
     @handles("LearnedTarget.Revised")
@@ -68,14 +81,17 @@ class LearnedProjection(Projection):
         target = e.key
         self._changed = True
         cur.execute(
-            f"SELECT kind, agent_id, key FROM {self.t['learned_targets']} WHERE id = ?", (target,)
+            f"SELECT kind, agent_id, key, workspace_id FROM {self.t['learned_targets']} "
+            "WHERE id = ?",
+            (target,),
         )
         row = cur.fetchone()
         assert row is not None, "a revision always follows its target's creation"
         cur.execute(
             f"INSERT INTO {self.t['learned_revisions']} (id, target_id, target_kind, agent_id, "
             "key, signal_id, content, previous_content_digest, content_digest, "
-            "reverts_revision_id, actor, position, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "reverts_revision_id, actor, position, at, workspace_id) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 d["revision_id"],
                 target,
@@ -90,6 +106,7 @@ class LearnedProjection(Projection):
                 d["actor"],
                 e.position,
                 e.at,
+                row["workspace_id"],
             ),
         )
         if d["reverts_revision_id"] is not None:
@@ -128,6 +145,31 @@ class LearnedProjection(Projection):
         )
         self._history(cur, e, "hand_back", None, None, None)
 
+    @handles("LearnedTarget.Promoted")
+    def promoted(self, cur: Cursor, e: Envelope) -> None:
+        d = e.data
+        self._changed = True
+        everywhere = bool(d["everywhere"])
+        workspaces = list(d["workspace_ids"])
+        promoted = everywhere or bool(workspaces)
+        cur.execute(
+            f"UPDATE {self.t['learned_targets']} SET promoted_revision_id = ?, "
+            "promoted_digest = ?, promoted_everywhere = ?, promoted_workspaces = ?, "
+            "promoted_by = ?, promoted_at = ?, updated_at = ? WHERE id = ?",
+            (
+                d["revision_id"] if promoted else None,
+                d["content_digest"] if promoted else None,
+                everywhere if promoted else None,
+                json.dumps(workspaces) if promoted else None,
+                d["actor"],
+                e.at,
+                e.at,
+                e.key,
+            ),
+        )
+        scope = json.dumps({"everywhere": everywhere, "workspaceIds": workspaces})
+        self._history(cur, e, "promote", d["revision_id"], None, None, scope)
+
     def _history(
         self,
         cur: Cursor,
@@ -136,12 +178,13 @@ class LearnedProjection(Projection):
         revision_id: str | None,
         signal_id: str | None,
         reverts: str | None,
+        scope: str | None = None,
     ) -> None:
         d = e.data
         cur.execute(
             f"INSERT INTO {self.t['learned_history']} (position, target_id, change, revision_id, "
-            "signal_id, reverts_revision_id, content_digest, previous_content_digest, actor, at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "signal_id, reverts_revision_id, content_digest, previous_content_digest, actor, at, "
+            "scope) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 e.position,
                 e.key,
@@ -153,6 +196,7 @@ class LearnedProjection(Projection):
                 d.get("previous_content_digest"),
                 d["actor"],
                 e.at,
+                scope,
             ),
         )
 
@@ -172,6 +216,23 @@ def revision_row(r: dict[str, Any]) -> dict[str, Any]:
         "revertedByRevisionId": r["reverted_by_revision_id"],
         "actor": r["actor"],
         "at": r["at"],
+        "workspaceId": r["workspace_id"],
+    }
+
+
+def promotion_of(r: dict[str, Any]) -> dict[str, Any] | None:
+    """The promotion in force (an operator's, by revision), or None."""
+    if r["promoted_revision_id"] is None:
+        return None
+    return {
+        "revisionId": r["promoted_revision_id"],
+        "contentDigest": r["promoted_digest"],
+        "everywhere": bool(r["promoted_everywhere"]),
+        "workspaceIds": json.loads(r["promoted_workspaces"] or "[]"),
+        # Only while the target holds the promoted content does it reach other workspaces.
+        "inForce": r["promoted_digest"] == r["content_digest"],
+        "actor": r["promoted_by"],
+        "at": r["promoted_at"],
     }
 
 
@@ -189,6 +250,8 @@ def target_row(r: dict[str, Any]) -> dict[str, Any]:
         "latestRevisionId": r["latest_revision_id"],
         "createdAt": r["created_at"],
         "updatedAt": r["updated_at"],
+        "workspaceId": r["workspace_id"],
+        "promotion": promotion_of(r),
     }
 
 
@@ -232,20 +295,37 @@ def list_targets(
     kind: str | None,
     agent_id: str | None,
     evolution_managed: bool | None = None,
+    workspace_id: str | None = None,
     limit: int = 200,
 ) -> list[dict[str, Any]]:
-    """Targets, most recently changed first."""
-    filters = {"kind": kind, "agent_id": agent_id, "evolution_managed": evolution_managed}
+    """Targets, most recently changed first (of one workspace, when `workspace_id`)."""
+    filters = {
+        "kind": kind,
+        "agent_id": agent_id,
+        "evolution_managed": evolution_managed,
+        "workspace_id": workspace_id,
+    }
     sql, params = _filtered("rm_learned_targets", filters, "updated_at DESC, id", limit)
     return [target_row(r) for r in store.query(sql, params)]
 
 
-def get_target(store: ReadStore, kind: str, agent_id: str, key: str) -> dict[str, Any] | None:
-    """A target with its history (oldest first), or None."""
+def target_by_id(store: ReadStore, target_id: str) -> dict[str, Any] | None:
+    """A target's wire shape (without history), or None."""
+    row = store.query_one("SELECT * FROM rm_learned_targets WHERE id = ?", (target_id,))
+    return target_row(row) if row else None
+
+
+def get_target(
+    store: ReadStore, kind: str, agent_id: str, key: str, workspace_id: str | None = None
+) -> dict[str, Any] | None:
+    """A target (of every workspace, or of `workspace_id`) with its history (oldest
+    first), or None."""
+    scope = "workspace_id IS NULL" if workspace_id is None else "workspace_id = ?"
     with store.transaction(write=False) as cur:
         cur.execute(
-            "SELECT * FROM rm_learned_targets WHERE kind = ? AND agent_id = ? AND key = ?",
-            (kind, agent_id, key),
+            "SELECT * FROM rm_learned_targets WHERE kind = ? AND agent_id = ? AND key = ? "
+            f"AND {scope}",
+            (kind, agent_id, key) if workspace_id is None else (kind, agent_id, key, workspace_id),
         )
         row = cur.fetchone()
         if row is None:
@@ -267,6 +347,7 @@ def get_target(store: ReadStore, kind: str, agent_id: str, key: str) -> dict[str
             "actor": h["actor"],
             "at": h["at"],
             "position": int(h["position"]),
+            "scope": json.loads(h["scope"]) if h["scope"] else None,
         }
         for h in history
     ]

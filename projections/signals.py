@@ -21,7 +21,7 @@ class SignalsProjection(Projection):
             "attempts INTEGER NOT NULL, next_attempt_at TEXT, claimed_by TEXT, "
             "claim_expires_at TEXT, last_error TEXT, strategy TEXT, target_id TEXT, "
             "revision_id TEXT, reason TEXT, position BIGINT NOT NULL, created_at TEXT NOT NULL, "
-            "updated_at TEXT NOT NULL)",
+            "updated_at TEXT NOT NULL, workspace_id TEXT, credential TEXT, actor TEXT)",
             "CREATE INDEX IF NOT EXISTS {t}_pos ON {t} (position)",
             "CREATE INDEX IF NOT EXISTS {t}_status ON {t} (status, position)",
         ]
@@ -33,7 +33,8 @@ class SignalsProjection(Projection):
         cur.execute(
             f"INSERT INTO {self.t['signals']} (id, agent_id, trace_id, kind, goal, outcome, "
             "failure, failure_class, session_id, turn_id, received, status, attempts, position, "
-            "created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,'pending',0,?,?,?)",
+            "created_at, updated_at, workspace_id, credential, actor) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,'pending',0,?,?,?,?,?,?)",
             (
                 e.key,
                 d["agent_id"],
@@ -49,6 +50,9 @@ class SignalsProjection(Projection):
                 e.position,
                 e.at,
                 e.at,
+                d.get("workspace_id"),
+                d.get("credential"),
+                d["actor"],
             ),
         )
 
@@ -140,6 +144,11 @@ def signal_row(r: dict[str, Any]) -> dict[str, Any]:
         "sessionId": r["session_id"],
         "turnId": r["turn_id"],
         "received": json.loads(r["received"]),
+        # Where the evidence arose and who reported it (null on signals of releases
+        # that did not record them).
+        "workspaceId": r["workspace_id"],
+        "credential": r["credential"],
+        "actor": r["actor"],
         "status": r["status"],
         "attempts": int(r["attempts"]),
         "nextAttemptAt": r["next_attempt_at"],
@@ -160,6 +169,7 @@ def list_signals(
     *,
     status: str | None = None,
     agent_id: str | None = None,
+    workspace_id: str | None = None,
     limit: int = 200,
 ) -> list[dict[str, Any]]:
     """Recent signals, newest first."""
@@ -172,6 +182,9 @@ def list_signals(
     if agent_id is not None:
         where.append("agent_id = ?")
         params.append(agent_id)
+    if workspace_id is not None:
+        where.append("workspace_id = ?")
+        params.append(workspace_id)
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY position DESC LIMIT ?"

@@ -116,6 +116,10 @@ class AutonomyRuntime:
                     "system",
                     turn_id=row["turn_id"],
                     received=row["received"],
+                    workspace_id=self.signals.workspace_of(
+                        UUID(row["session_id"]) if row["session_id"] else None,
+                        UUID(row["task_id"]) if row["task_id"] else None,
+                    ),
                 )
                 made += created
             except RuleViolation as exc:  # a candidate no signal can hold: never retried
@@ -137,14 +141,21 @@ class AutonomyRuntime:
         outcomes: dict[str, int] = {}
         for claim in claims:
             self.settle()  # the previous signal may have changed this agent's targets
-            targets = self.targets_of(claim.evidence.agent_id)
+            targets = self.targets_of(claim.evidence.agent_id, claim.evidence.workspace_id)
             status = self.signals.reflect(claim, self.reflector, targets)
             outcomes[status] = outcomes.get(status, 0) + 1
         return outcomes
 
-    def targets_of(self, agent_id: str) -> list[dict[str, Any]]:
-        """The agent's current evolution-managed targets, as the reflector sees them."""
-        rows = list_targets(self.store, kind=None, agent_id=agent_id, evolution_managed=True)
+    def targets_of(self, agent_id: str, workspace_id: str | None) -> list[dict[str, Any]]:
+        """The agent's current evolution-managed targets in the workspace the evidence
+        came from, as the reflector sees them."""
+        rows = list_targets(
+            self.store,
+            kind=None,
+            agent_id=agent_id,
+            evolution_managed=True,
+            workspace_id=workspace_id,
+        )
         return [
             {k: r[k] for k in ("kind", "key", "content", "contentDigest", "latestRevisionId")}
             for r in rows

@@ -16,10 +16,12 @@ A state is only ever replaced by a newer one (its log position), whichever comes
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from domain.learned_delivery import DEFAULT_BUDGET_BYTES, NOTHING, Composed, LearnedEntry, compose
 from projections.store import Cursor, ReadStore
@@ -35,16 +37,16 @@ class Snapshot:
 
     position: int
     by_agent: Mapping[str, tuple[LearnedEntry, ...]]
-    # Compositions already made from this snapshot, by (agent, budget).
-    _composed: dict[tuple[str, int], Composed] = field(default_factory=dict, repr=False)
+    # Compositions already made from this snapshot, by (agent, budget, workspace).
+    _composed: dict[tuple[str, int, str | None], Composed] = field(default_factory=dict, repr=False)
 
-    def compose(self, agent_id: str, budget_bytes: int) -> Composed:
-        key = (agent_id, budget_bytes)
+    def compose(self, agent_id: str, budget_bytes: int, workspace_id: str | None) -> Composed:
+        key = (agent_id, budget_bytes, workspace_id)
         found = self._composed.get(key)
         if found is not None:
             return found
         entries = self.by_agent.get(agent_id)
-        composed = compose(entries, budget_bytes) if entries else NOTHING
+        composed = compose(entries, budget_bytes, workspace_id) if entries else NOTHING
         if len(self._composed) >= _COMPOSED_KEPT:
             self._composed.clear()
         self._composed[key] = composed
@@ -69,11 +71,12 @@ def read_snapshot(cur: Cursor, prefix: str = "rm_") -> Snapshot:
     cur.execute(f"SELECT MAX(position) AS position FROM {history}")
     head = cur.fetchone()
     cur.execute(
-        f"SELECT t.id, t.kind, t.agent_id, t.key, t.content, h.revision_id, h.position "
-        f"FROM {targets} t JOIN {history} h ON h.target_id = t.id "
+        f"SELECT t.id, t.kind, t.agent_id, t.key, t.content, t.workspace_id, "
+        f"t.promoted_digest, t.promoted_everywhere, t.promoted_workspaces, h.revision_id, "
+        f"h.position FROM {targets} t JOIN {history} h ON h.target_id = t.id "
         f"WHERE t.content IS NOT NULL AND t.content <> '' AND h.position = ("
         f"SELECT MAX(position) FROM {history} WHERE target_id = t.id "
-        f"AND change <> 'hand_back')"
+        f"AND change NOT IN ('hand_back', 'promote'))"
     )
     by_agent: dict[str, list[LearnedEntry]] = {}
     for row in cur.fetchall():
@@ -85,6 +88,10 @@ def read_snapshot(cur: Cursor, prefix: str = "rm_") -> Snapshot:
             content=str(row["content"]),
             revision_id=str(row["revision_id"]) if row["revision_id"] else None,
             position=int(row["position"]),
+            workspace_id=row["workspace_id"],
+            promoted_digest=row["promoted_digest"],
+            promoted_everywhere=bool(row["promoted_everywhere"]),
+            promoted_workspaces=frozenset(json.loads(row["promoted_workspaces"] or "[]")),
         )
         by_agent.setdefault(entry.agent_id, []).append(entry)
     position = int(head["position"]) if head and head["position"] is not None else 0
@@ -97,9 +104,16 @@ class LearnedContext:
     """Compose an agent's learned content from the current snapshot; safe from any thread."""
 
     def __init__(
-        self, store: ReadStore, *, prefix: str = "rm_", interval_s: float = REFRESH_INTERVAL_S
+        self,
+        store: ReadStore,
+        *,
+        prefix: str = "rm_",
+        interval_s: float = REFRESH_INTERVAL_S,
+        workspace_of: Callable[[UUID], str | None] = lambda _: None,
     ) -> None:
         self.store = store
+        # The workspace a session lives in (sessions never move; the caller caches).
+        self.workspace_of = workspace_of
         self.prefix = prefix
         self.interval_s = interval_s
         self._snapshot = EMPTY
@@ -116,12 +130,24 @@ class LearnedContext:
         """The log position of the newest change the snapshot reflects."""
         return self._snapshot.position
 
-    def for_agent(self, agent_id: str, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> Composed:
-        """The agent's learned text within `budget_bytes` and the items it carries."""
+    def for_agent(
+        self,
+        agent_id: str,
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        workspace_id: str | None = None,
+    ) -> Composed:
+        """The learned text for the agent in `workspace_id` within `budget_bytes`, and
+        the items it carries (None: only what reaches every workspace)."""
         if budget_bytes <= 0:
             return NOTHING
         # One read of the reference: the whole answer comes from this one snapshot.
-        return self._snapshot.compose(agent_id, budget_bytes)
+        return self._snapshot.compose(agent_id, budget_bytes, workspace_id)
+
+    def for_session(self, agent_id: str, budget_bytes: int, session_id: UUID) -> Composed:
+        """for_agent in the workspace the session lives in."""
+        if budget_bytes <= 0 or agent_id not in self._snapshot.by_agent:
+            return NOTHING  # nothing to deliver: no need to know the workspace
+        return self.for_agent(agent_id, budget_bytes, self.workspace_of(session_id))
 
     def load(self, cur: Cursor) -> None:
         """Rebuild from the read model as `cur` sees it (the runner's batch)."""

@@ -185,6 +185,16 @@ def learned_target_lifecycle() -> Iterator[Aggregate]:
     yield target
     target.hand_back(ACTOR)
     yield target
+    # A lesson of one workspace's evidence, promoted by an operator to another.
+    scoped = LearnedTarget(
+        kind="overlay", agent_id="codex", key="tests", actor="system", workspace_id="proj"
+    )
+    yield scoped
+    lesson = learned_revision_id(tid("proj-signal"))
+    scoped.revise(lesson, tid("proj-signal"), "Start the database first.", "system")
+    yield scoped
+    scoped.promote(lesson, False, ["other"], ACTOR)
+    yield scoped
 
 
 def schedule_lifecycle() -> Iterator[Aggregate]:

@@ -8,9 +8,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.autonomy_schemas import AgentId, TargetEdit, TargetKey, TargetKind
+from api.autonomy_schemas import AgentId, Promotion, TargetEdit, TargetKey, TargetKind
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.routes.autonomy_settings import autonomy_of
+from api.schemas import Slug
 from bootstrap import Services
 from domain.errors import NotFound
 from projections.deliveries import delivery_totals, revision_deliveries
@@ -20,6 +21,7 @@ from projections.learned import (
     list_revisions,
     list_targets,
     revision_target_id,
+    target_by_id,
 )
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,10 @@ def read_revision(services: Services, revision_id: UUID) -> dict[str, Any]:
     if row is None:
         raise NotFound(f"Revision {revision_id} does not exist.")
     row["deliveries"] = delivery_totals(services.store, row["id"])
+    target = target_by_id(services.store, revision_target_id(services.store, row["id"]) or "")
+    promotion = target["promotion"] if target else None
+    # The promotion in force, when it is of this revision.
+    row["promotion"] = promotion if promotion and promotion["revisionId"] == row["id"] else None
     reverted = row["revertsRevisionId"]
     row["supersedes"] = (
         None
@@ -57,11 +63,18 @@ def _delivered_again(services: Services) -> None:
         log.exception("learned content could not be refreshed")
 
 
-def read_target(services: Services, kind: str, agent_id: str, key: str) -> dict[str, Any]:
-    row = get_target(services.store, kind, agent_id, key)
+def read_target(
+    services: Services, kind: str, agent_id: str, key: str, workspace_id: str | None = None
+) -> dict[str, Any]:
+    row = get_target(services.store, kind, agent_id, key, workspace_id)
     if row is None:
-        raise NotFound(f"Target {kind}/{agent_id}/{key} does not exist.")
+        where = f" in workspace {workspace_id!r}" if workspace_id else ""
+        raise NotFound(f"Target {kind}/{agent_id}/{key}{where} does not exist.")
     return row
+
+
+# A target learned from a workspace's evidence is that workspace's: name it to address it.
+WorkspaceQuery = Annotated[Slug | None, Query(alias="workspaceId")]
 
 
 def _target_of(services: Services, revision_id: UUID) -> UUID:
@@ -126,24 +139,59 @@ def revert_revision(
     return read_revision(services, compensation)
 
 
+@router.post("/revisions/{revision_id}/promote")
+def promote_revision(
+    revision_id: UUID,
+    body: Promotion,
+    services: ServicesDep,
+    actor: ActorDep,
+    response: Response,
+) -> dict[str, Any]:
+    """Deliver this revision's content beyond the workspace its evidence came from:
+    to every workspace (`global`) or to the `workspaceIds` named (none: withdraw).
+
+    Covers exactly this content: once the target changes, other workspaces get nothing
+    of it until a later revision is promoted. 409 `not_latest`, `target_changed`,
+    `not_scoped` (a target of every workspace already).
+    """
+    target_id = _target_of(services, revision_id)
+    everywhere = body.scope == "global"
+    recorded = autonomy_of(services).autonomy.promote(
+        target_id, revision_id, everywhere, [] if everywhere else body.workspaceIds, actor
+    )
+    committed(services, response, recorded.position)
+    _delivered_again(services)
+    return read_revision(services, revision_id)
+
+
 @router.get("/targets")
 def targets(
     services: ServicesDep,
     _: Consistent,
     kind: TargetKind | None = None,
     agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
+    workspace_id: WorkspaceQuery = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
 ) -> dict[str, Any]:
     """Targets with their effective content, most recently changed first."""
-    return {"items": list_targets(services.store, kind=kind, agent_id=agent_id, limit=limit)}
+    rows = list_targets(
+        services.store, kind=kind, agent_id=agent_id, workspace_id=workspace_id, limit=limit
+    )
+    return {"items": rows}
 
 
 @router.get("/targets/{kind}/{agent_id}/{key}")
 def target(
-    kind: TargetKind, agent_id: AgentId, key: TargetKey, services: ServicesDep, _: Consistent
+    kind: TargetKind,
+    agent_id: AgentId,
+    key: TargetKey,
+    services: ServicesDep,
+    _: Consistent,
+    workspace_id: WorkspaceQuery = None,
 ) -> dict[str, Any]:
-    """Effective content, `evolutionManaged`, and the history of changes (oldest first)."""
-    return read_target(services, kind, agent_id, key)
+    """Effective content, `evolutionManaged`, and the history of changes (oldest first);
+    of the target for every workspace, or of `workspaceId`'s."""
+    return read_target(services, kind, agent_id, key, workspace_id)
 
 
 @router.put("/targets/{kind}/{agent_id}/{key}")
@@ -155,12 +203,17 @@ def edit_target(
     services: ServicesDep,
     actor: ActorDep,
     response: Response,
+    workspace_id: WorkspaceQuery = None,
 ) -> dict[str, Any]:
     """A user edit: sets the content; the target becomes user-owned (evolution keeps off)."""
-    recorded = autonomy_of(services).autonomy.edit_target(kind, agent_id, key, body.content, actor)
+    if workspace_id is not None:
+        services.app.get_workspace(workspace_id)
+    recorded = autonomy_of(services).autonomy.edit_target(
+        kind, agent_id, key, body.content, actor, workspace_id
+    )
     committed(services, response, recorded.position)
     _delivered_again(services)
-    return read_target(services, kind, agent_id, key)
+    return read_target(services, kind, agent_id, key, workspace_id)
 
 
 @router.post("/targets/{kind}/{agent_id}/{key}/hand-back")
@@ -171,9 +224,12 @@ def hand_back_target(
     services: ServicesDep,
     actor: ActorDep,
     response: Response,
+    workspace_id: WorkspaceQuery = None,
 ) -> dict[str, Any]:
     """Return a user-owned target to evolution; its content stays as the person left it."""
-    recorded = autonomy_of(services).autonomy.hand_back_target(kind, agent_id, key, actor)
+    recorded = autonomy_of(services).autonomy.hand_back_target(
+        kind, agent_id, key, actor, workspace_id
+    )
     committed(services, response, recorded.position)
     _delivered_again(services)
-    return read_target(services, kind, agent_id, key)
+    return read_target(services, kind, agent_id, key, workspace_id)

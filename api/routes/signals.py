@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -10,10 +11,18 @@ from fastapi import APIRouter, Query, Response
 from api.auth import authorize_session
 from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
 from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
+from api.errors import ApiError
+from api.metrics import FORBIDDEN
 from api.routes.autonomy_settings import autonomy_of
+from api.schemas import Slug
 from bootstrap import Services
-from domain.errors import NotFound
+from domain.agent_ids import TASKS_AGENT_ID, agent_id_for
+from domain.credentials import AGENT
+from domain.errors import NotFound, RuleViolation
+from domain.session import Session
+from domain.workspace import DEFAULT_WORKSPACE
 from projections.signals import get_signal, list_signals
+from services.credentials import Principal
 
 router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"])
 
@@ -28,15 +37,105 @@ def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:
 SIGNALS_ROUTE = "/api/autonomy/signals"
 
 
+def _refused(principal: Principal, message: str) -> ApiError:
+    FORBIDDEN.labels(route=SIGNALS_ROUTE, role=principal.role).inc()
+    return ApiError(403, "forbidden", message, requiredRole=principal.role, role=principal.role)
+
+
+def _agent_of(services: Services, principal: Principal, session_id: UUID) -> str | None:
+    """The agent an agent token reports for in its session: a task attempt's is `tasks`,
+    a runtime's session its runtime's; None when the session names no runtime."""
+    if principal.binding.task_id is not None:
+        return TASKS_AGENT_ID
+    session: object = services.app.repository.get(session_id)
+    agent = getattr(session, "agent", None)
+    return agent_id_for(agent) if isinstance(session, Session) and agent else None
+
+
+# The trace ids Tachograph gives the signals it derives (projections/turn_signals.py):
+# `<sessionId>:<turn>` and `task:<taskId>:<attempt>`. An agent naming another session's
+# or task's would take that signal's dedupe key and so silence the real evidence.
+_SESSION_TRACE = re.compile(
+    r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):"
+)
+_TASK_TRACE = re.compile(r"^task:([^:]*):")
+
+
+def _foreign_trace(principal: Principal, session_id: UUID, trace_id: str) -> str | None:
+    """What another session's or task's trace id names ("session …", "task …"), or None."""
+    session = _SESSION_TRACE.match(trace_id)
+    if session is not None and UUID(session.group(1)) != session_id:
+        return f"session {session.group(1)}"
+    task = _TASK_TRACE.match(trace_id)
+    if task is not None and task.group(1) != principal.binding.task_id:
+        return f"task {task.group(1)}"
+    return None
+
+
+def signal_workspace(
+    services: Services, principal: Principal, body: SignalCreate, session_id: UUID | None
+) -> str:
+    """The workspace the signal's evidence arose in, after checking that the caller may
+    report it: an agent token only about its own session (of its binding) and agent;
+    other keys about any session or registered workspace."""
+    workspace = services.session_workspace(session_id) if session_id is not None else None
+    if principal.role == AGENT:
+        own = principal.binding.session_id or f"workspace {principal.binding.workspace_id!r}"
+        if session_id is None:
+            raise _refused(
+                principal,
+                f"This agent token is bound to {own}; a signal it submits must name its "
+                "session (sessionId).",
+            )
+        if workspace is None:
+            raise _refused(
+                principal,
+                f"This agent token is bound to {own}; session {session_id} is not one of its "
+                "sessions, so it cannot submit signals about it.",
+            )
+        authorize_session(principal, session_id, services.session_workspace, SIGNALS_ROUTE)
+        foreign = _foreign_trace(principal, session_id, body.traceId)
+        if foreign is not None:
+            raise _refused(
+                principal,
+                f"This agent token is bound to {own}; traceId {body.traceId!r} names {foreign}, "
+                "not its own.",
+            )
+        agent = _agent_of(services, principal, session_id)
+        if agent is not None and body.agentId != agent:
+            raise _refused(
+                principal,
+                f"This agent token reports for agent {agent!r} in session {session_id}; it "
+                f"cannot submit signals about agent {body.agentId!r}.",
+            )
+    elif session_id is not None and workspace is None:
+        raise NotFound(f"Session {session_id} does not exist.")
+    if workspace is not None:
+        if body.workspaceId is not None and body.workspaceId != workspace:
+            message = (
+                f"Session {session_id} lives in workspace {workspace!r}; a signal about it "
+                f"cannot name workspace {body.workspaceId!r}."
+            )
+            raise (
+                _refused(principal, message) if principal.role == AGENT else RuleViolation(message)
+            )
+        return workspace
+    named = body.workspaceId or DEFAULT_WORKSPACE
+    services.app.get_workspace(named)  # NotFound names a workspace that does not exist
+    return named
+
+
 @router.post("", status_code=201)
 def record_signal(
     body: SignalCreate, services: ServicesDep, principal: PrincipalDep, response: Response
 ) -> dict[str, Any]:
-    """Record evidence of one agent turn; a repeat of (agentId, traceId, kind) answers 200."""
+    """Record evidence of one agent turn; a repeat of (agentId, traceId, kind) answers 200.
+
+    403 when an agent token names another session, workspace or agent than its own.
+    """
     bound = principal.binding.session_id
     session_id = body.sessionId or (UUID(bound) if bound is not None else None)
-    if session_id is not None:
-        authorize_session(principal, session_id, services.session_workspace, SIGNALS_ROUTE)
+    workspace = signal_workspace(services, principal, body, session_id)
     actor = principal.actor
     recorded, created = autonomy_of(services).signals.record(
         body.agentId,
@@ -49,6 +148,8 @@ def record_signal(
         session_id,
         actor,
         turn_id=body.turnId,
+        workspace_id=workspace,
+        credential=principal.label,
     )
     position = recorded.position
     if not created:
@@ -66,10 +167,14 @@ def signals(
     _: Consistent,
     status: SignalStatus | None = None,
     agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
+    workspace_id: Annotated[Slug | None, Query(alias="workspaceId")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
 ) -> dict[str, Any]:
     """Recent signals with their (redacted, bounded) evidence, newest first."""
-    return {"items": list_signals(services.store, status=status, agent_id=agent_id, limit=limit)}
+    rows = list_signals(
+        services.store, status=status, agent_id=agent_id, workspace_id=workspace_id, limit=limit
+    )
+    return {"items": rows}
 
 
 @router.get("/{signal_id}")

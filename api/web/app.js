@@ -2104,7 +2104,8 @@ function signalTurnKey(signal) {
 async function loadRevision(id) {
   const path = `/api/autonomy/revisions/${encodeURIComponent(id)}`;
   const revision = await api(path);
-  const targetPath = `/api/autonomy/targets/${revision.targetKind}/${encodeURIComponent(revision.agentId)}/${revision.key}`;
+  const scope = revision.workspaceId ? `?workspaceId=${encodeURIComponent(revision.workspaceId)}` : "";
+  const targetPath = `/api/autonomy/targets/${revision.targetKind}/${encodeURIComponent(revision.agentId)}/${revision.key}${scope}`;
   const [target, signal, deliveries] = await Promise.all([
     api(targetPath),
     revision.signalId ? api(`/api/autonomy/signals/${revision.signalId}`) : null,

@@ -52,7 +52,7 @@ def test_twenty_racing_reverts_make_exactly_one_compensation(
             thread.join(90)
         assert Counter(answers) == Counter({(200, ""): 1, (409, "already_reverted"): RACERS - 1})
         with httpx.Client(base_url=server.url, timeout=30) as api:
-            path = f"/api/autonomy/targets/overlay/claude/{revision['key']}"
+            path = f"/api/autonomy/targets/overlay/claude/{revision['key']}?workspaceId=default"
             target = api.get(path).json()
             stream = api.get(f"/api/streams/{target['id']}").json()["events"]
             compensations = [

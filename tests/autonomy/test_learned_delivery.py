@@ -65,6 +65,11 @@ def learn(driven: Driven, agent: str, trace: str, failure: str) -> dict[str, Any
     return newest
 
 
+def quoted(content: str) -> str:
+    """Learned content as agents are given it: each line quoted as agent-reported evidence."""
+    return "\n".join(f"\u00ab{line}\u00bb" for line in content.split("\n") if line.strip())
+
+
 def claude(client: TestClient, payload: dict[str, Any]) -> dict[str, Any]:
     response = client.post("/hooks/claude", json=payload)
     assert response.status_code == 200, response.text
@@ -301,20 +306,20 @@ def test_a_user_edit_is_delivered_instead_and_a_hand_back_returns_it_to_evolutio
         return text, [d for d in turn["learned"] if d["kind"] == "skill"]
 
     learned = outcome("a", "ran make test before pushing")
-    target_url = f"/api/autonomy/targets/skill/claude-code/{learned['key']}"
+    target_url = f"/api/autonomy/targets/skill/claude-code/{learned['key']}?workspaceId=default"
     text, items = delivered()
-    assert learned["content"] in text
+    assert quoted(learned["content"]) in text
     assert {d["revisionId"] for d in items} == {learned["id"]}
 
     edited = api.put(target_url, json={"content": "Run `make check`; it covers the tests."})
     assert edited.status_code == 200 and edited.json()["evolutionManaged"] is False
     text, items = delivered()
-    assert "Run `make check`" in text and learned["content"] not in text
+    assert "Run `make check`" in text and quoted(learned["content"]) not in text
     assert {(d["revisionId"], d["contentDigest"]) for d in items} == {
         (None, content_digest("Run `make check`; it covers the tests."))
     }
 
-    handed = api.post(f"{target_url}/hand-back")
+    handed = api.post(target_url.replace("?", "/hand-back?"))
     assert handed.status_code == 200 and handed.json()["evolutionManaged"] is True
     text, items = delivered()
     assert "Run `make check`" in text  # the person's content stays until evolution revises it
@@ -322,7 +327,7 @@ def test_a_user_edit_is_delivered_instead_and_a_hand_back_returns_it_to_evolutio
     revised = outcome("b", "ran make check before pushing")
     assert revised["key"] == learned["key"]
     text, items = delivered()
-    assert revised["content"] in text and "Run `make check`;" not in text
+    assert quoted(revised["content"]) in text and "Run `make check`;" not in text
     assert {d["revisionId"] for d in items} == {revised["id"]}
 
 

@@ -13,6 +13,8 @@ from domain.reflection import Decision, SignalEvidence
 from tests.autonomy.conftest import Driven, enable, post_signal
 
 TARGET = "/api/autonomy/targets/overlay/claude/instructions"
+# What the default workspace's evidence taught is that workspace's target.
+IN = {"workspaceId": "default"}
 
 
 class OneOverlay:
@@ -59,7 +61,7 @@ def test_revert_appends_a_compensation_restoring_the_previous_content(driven: Dr
     assert compensation["contentDigest"] == first["contentDigest"]
     assert compensation["previousContentDigest"] == second["contentDigest"]
     assert (compensation["signalId"], compensation["actor"]) == (None, "anonymous")
-    target = api.get(TARGET).json()
+    target = api.get(TARGET, params=IN).json()
     assert (target["content"], target["latestRevisionId"]) == (first["content"], compensation["id"])
     assert [h["change"] for h in target["history"]] == ["revision", "revision", "revert"]
     # Append-only: the reverted revision is still listed, now linked to its compensation.
@@ -82,7 +84,7 @@ def test_reverting_the_first_revision_leaves_no_content(driven: Driven) -> None:
     only = learn(driven, "a", "boom")
     compensation = revert(driven.client, only["id"]).json()
     assert (compensation["content"], compensation["contentDigest"]) == (None, None)
-    assert driven.client.get(TARGET).json()["content"] is None
+    assert driven.client.get(TARGET, params=IN).json()["content"] is None
 
 
 def test_every_revert_refusal(driven: Driven) -> None:
@@ -97,30 +99,30 @@ def test_every_revert_refusal(driven: Driven) -> None:
     refused(api, compensation["id"], "not_revertible")
     third = learn(driven, "c", "three")
     # A person edits the target: it is theirs now, evolution keeps off.
-    edited = api.put(TARGET, json={"content": "Written by hand."})
+    edited = api.put(TARGET, json={"content": "Written by hand."}, params=IN)
     assert edited.status_code == 200 and edited.json()["evolutionManaged"] is False
     refused(api, third["id"], "user_owned")
     # Handed back, the content is still the person's: the old revision no longer matches it.
-    handed = api.post(TARGET + "/hand-back")
+    handed = api.post(TARGET + "/hand-back", params=IN)
     assert handed.status_code == 200 and handed.json()["evolutionManaged"] is True
     refused(api, third["id"], "target_changed")
-    assert api.get(TARGET).json()["content"] == "Written by hand."
+    assert api.get(TARGET, params=IN).json()["content"] == "Written by hand."
     missing = revert(api, str(uuid4()))
     assert (missing.status_code, missing.json()["error"]) == (404, "not_found")
     assert revert(api, "not-a-uuid").status_code == 422
-    history = [h["change"] for h in api.get(TARGET).json()["history"]]
+    history = [h["change"] for h in api.get(TARGET, params=IN).json()["history"]]
     assert history == ["revision", "revision", "revert", "revision", "user_edit", "hand_back"]
 
 
 def test_after_a_hand_back_evolution_builds_on_the_persons_content(driven: Driven) -> None:
     api = driven.client
     enable(api, evolution=True)
-    assert api.put(TARGET, json={"content": "Be terse."}).status_code == 200
+    assert api.put(TARGET, json={"content": "Be terse."}, params=IN).status_code == 200
     driven.autonomy.reflector = OneOverlay()
     blocked = post_signal(api, traceId="x", failure="boom")
     assert driven.autonomy.reflect() == {"pending": 1}  # user-owned: the attempt fails
     assert api.post(f"/api/autonomy/signals/{blocked['id']}/ignore").status_code == 200
-    api.post(TARGET + "/hand-back")
+    api.post(TARGET + "/hand-back", params=IN)
     learned = learn(driven, "y", "crash")
     assert learned["previousContentDigest"] == content_digest("Be terse.")
     assert learned["content"].startswith("Be terse.\n")

@@ -13,8 +13,10 @@ from tests.autonomy.conftest import Driven, enable, post_signal
 
 REVISION_FIELDS = {
     "id", "targetKind", "agentId", "key", "signalId", "content", "previousContentDigest",
-    "contentDigest", "revertsRevisionId", "revertedByRevisionId", "actor", "at",
+    "contentDigest", "revertsRevisionId", "revertedByRevisionId", "actor", "at", "workspaceId",
 }  # fmt: skip
+# What the default workspace's evidence teaches is that workspace's target.
+DEFAULT = {"workspaceId": "default"}
 
 
 class Fixed:
@@ -89,7 +91,9 @@ def test_each_strategy_needs_its_own_policy(driven: Driven) -> None:
         assert run(driven) == {"completed": 1}
         done = row(api, allowed["id"])
         assert (done["strategy"], done["revisionId"] is not None) == (decision.strategy, True)
-        target = api.get(f"/api/autonomy/targets/{decision.strategy}/claude/{decision.key}")
+        target = api.get(
+            f"/api/autonomy/targets/{decision.strategy}/claude/{decision.key}", params=DEFAULT
+        )
         assert target.json()["content"] == decision.content
         enable(api, **{policy: False})
     assert len(api.get("/api/autonomy/revisions").json()["items"]) == 2
@@ -112,7 +116,7 @@ def test_overlay_revisions_append_and_chain_their_digests(driven: Driven) -> Non
     assert newest["contentDigest"] == content_digest(newest["content"])
     assert newest["content"].startswith(oldest["content"] + "\n")
     assert "forgot migrations" in newest["content"] and newest["actor"] == "system"
-    target = api.get("/api/autonomy/targets/overlay/claude/instructions").json()
+    target = api.get("/api/autonomy/targets/overlay/claude/instructions", params=DEFAULT).json()
     assert (target["content"], target["evolutionManaged"]) == (newest["content"], True)
     assert [h["change"] for h in target["history"]] == ["revision", "revision"]
     done = row(api, second["id"])
@@ -164,12 +168,12 @@ def test_a_proposal_touching_a_user_owned_target_fails_without_partial_mutation(
     enable(api, evolution=True)
     # The target the rules reflector would teach this failure into.
     path = f"/api/autonomy/targets/overlay/claude/{lesson_key(None, 'boom')}"
-    mine = api.put(path, json={"content": "Mine."})
+    mine = api.put(path, json={"content": "Mine."}, params=DEFAULT)
     assert mine.status_code == 200 and mine.json()["evolutionManaged"] is False
     signal = post_signal(api, failure="boom")
     assert run(driven) == {"pending": 1}
     failed = row(api, signal["id"])
     assert "user-owned" in failed["lastError"] and failed["revisionId"] is None
-    target = api.get(path).json()
+    target = api.get(path, params=DEFAULT).json()
     assert (target["content"], target["revisionCount"]) == ("Mine.", 0)
     assert api.get("/api/autonomy/revisions").json()["items"] == []

@@ -16,6 +16,9 @@ from tests.autonomy.conftest import Driven, enable, post_signal
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"
 
+# What the default workspace's evidence taught is that workspace's target.
+DEFAULT = {"workspaceId": "default"}
+
 
 def failure(
     text: str | None, failure_class: str | None = "tool_failure", **more: Any
@@ -181,7 +184,7 @@ def test_the_worker_learns_one_lesson_per_pattern_per_agent_citing_its_signal(
     assert by_signal[rows[0]["id"]]["key"] == by_signal[rows[3]["id"]]["key"] == bash
     targets = api.get("/api/autonomy/targets?kind=overlay&agentId=claude").json()["items"]
     assert sorted(t["key"] for t in targets) == sorted([bash, lesson_key("rate_limit", sent[2][2])])
-    lesson = api.get(f"/api/autonomy/targets/overlay/claude/{bash}").json()
+    lesson = api.get(f"/api/autonomy/targets/overlay/claude/{bash}", params=DEFAULT).json()
     assert lesson["revisionCount"] == 1 and "/tmp/a.txt" in lesson["content"]
 
     # The same pattern again later: still the one lesson, nothing appended.
@@ -193,7 +196,12 @@ def test_the_worker_learns_one_lesson_per_pattern_per_agent_citing_its_signal(
     )
     assert reflect(driven) == {"completed": 1}
     assert api.get(f"/api/autonomy/signals/{again['id']}").json()["strategy"] == "none"
-    assert api.get(f"/api/autonomy/targets/overlay/claude/{bash}").json()["revisionCount"] == 1
+    assert (
+        api.get(f"/api/autonomy/targets/overlay/claude/{bash}", params=DEFAULT).json()[
+            "revisionCount"
+        ]
+        == 1
+    )
 
 
 def test_a_reverted_lesson_is_out_until_new_evidence_teaches_it_again(driven: Driven) -> None:
@@ -210,7 +218,10 @@ def test_a_reverted_lesson_is_out_until_new_evidence_teaches_it_again(driven: Dr
     key = lesson_key("tool_failure", "Edit failed 2 times: old_string not found")
     reverted = api.post(f"/api/autonomy/revisions/{revision_id}/revert")
     assert reverted.status_code == 200, reverted.text
-    assert api.get(f"/api/autonomy/targets/overlay/claude/{key}").json()["content"] is None
+    assert (
+        api.get(f"/api/autonomy/targets/overlay/claude/{key}", params=DEFAULT).json()["content"]
+        is None
+    )
     later = post_signal(
         api,
         traceId="b",
@@ -220,7 +231,9 @@ def test_a_reverted_lesson_is_out_until_new_evidence_teaches_it_again(driven: Dr
     assert reflect(driven) == {"completed": 1}
     relearned = api.get(f"/api/autonomy/signals/{later['id']}").json()
     assert relearned["strategy"] == "overlay" and relearned["revisionId"] != revision_id
-    content = api.get(f"/api/autonomy/targets/overlay/claude/{key}").json()["content"]
+    content = api.get(f"/api/autonomy/targets/overlay/claude/{key}", params=DEFAULT).json()[
+        "content"
+    ]
     assert content.endswith(f"(evidence: signal {later['id']})")
     assert first["id"] not in content
 
@@ -245,7 +258,9 @@ def test_a_real_turn_that_had_the_lesson_does_not_teach_it_again(driven: Driven)
     assert reflect(driven) == {"completed": 1}
     (lesson,) = api.get("/api/autonomy/revisions?agentId=claude-code").json()["items"]
     assert lesson["key"].startswith("lesson.rate-limit-")
-    target = api.get(f"/api/autonomy/targets/overlay/claude-code/{lesson['key']}").json()
+    target = api.get(
+        f"/api/autonomy/targets/overlay/claude-code/{lesson['key']}", params=DEFAULT
+    ).json()
 
     # The next turn is told the lesson, then the operator reverts it while the turn runs.
     told = claude(driven, "UserPromptSubmit-1.json", "second", prompt="Tag again", prompt_id="p2")
@@ -260,7 +275,9 @@ def test_a_real_turn_that_had_the_lesson_does_not_teach_it_again(driven: Driven)
     # Its failure happened with the lesson in hand: no evidence the lesson was missing.
     assert told_signal["strategy"] == "none"
     assert (
-        api.get(f"/api/autonomy/targets/overlay/claude-code/{lesson['key']}").json()["content"]
+        api.get(
+            f"/api/autonomy/targets/overlay/claude-code/{lesson['key']}", params=DEFAULT
+        ).json()["content"]
         is None
     )
 
@@ -271,5 +288,7 @@ def test_a_real_turn_that_had_the_lesson_does_not_teach_it_again(driven: Driven)
     assert "Tag the release" not in json.dumps(untold)
     claude(driven, "StopFailure-1.json", "third", prompt_id="p3", error="rate_limit")
     assert reflect(driven) == {"completed": 1}
-    relearned = api.get(f"/api/autonomy/targets/overlay/claude-code/{lesson['key']}").json()
+    relearned = api.get(
+        f"/api/autonomy/targets/overlay/claude-code/{lesson['key']}", params=DEFAULT
+    ).json()
     assert relearned["content"] is not None and "Tag once more" in relearned["content"]

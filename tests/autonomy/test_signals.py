@@ -17,7 +17,7 @@ SIGNAL_FIELDS = {
     "id", "agentId", "traceId", "kind", "goal", "outcome", "failure", "failureClass",
     "sessionId", "turnId", "received", "status", "attempts", "nextAttemptAt", "claimedBy",
     "claimExpiresAt", "lastError", "strategy", "targetId", "revisionId", "reason", "createdAt",
-    "updatedAt",
+    "updatedAt", "workspaceId", "credential", "actor",
 }  # fmt: skip
 
 

@@ -312,8 +312,9 @@ def test_a_signal_stored_by_the_previous_release_loads_and_projects(driven: Driv
     mapper = services.app.mapper
     stored = mapper.to_stored_event(signal.collect_events()[0])
     state = mapper.transcoder.decode(stored.state)
-    assert state.pop("class_version") == 2
-    del state["turn_id"], state["received"]  # version 1 had neither
+    assert state.pop("class_version") == 3
+    # Version 1 had no turn, received targets, workspace or credential.
+    del state["turn_id"], state["received"], state["workspace_id"], state["credential"]
     services.app.recorder.insert_events(
         [
             StoredEvent(
@@ -331,8 +332,10 @@ def test_a_signal_stored_by_the_previous_release_loads_and_projects(driven: Driv
         [],
         "make the build green",
     )
+    assert (reloaded.workspace_id, reloaded.credential) == (None, None)
     shown = driven.client.get(f"/api/autonomy/signals/{signal.id}").json()
     assert (shown["turnId"], shown["received"], shown["failure"]) == (None, [], "pytest failed")
+    assert (shown["workspaceId"], shown["credential"]) == (None, None)
     claim = driven.autonomy.signals.claim(signal.id, "worker")
     assert claim is not None and (claim.evidence.turn_id, claim.evidence.received) == (None, ())
     no_drift(driven)

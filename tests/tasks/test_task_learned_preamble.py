@@ -61,9 +61,16 @@ class Lab:
         head = self.services.app.recorder.max_notification_id() or 0
         assert self.services.runner.wait_for(head, 10)
 
-    def learn(self, trace: str, failure: str) -> dict[str, Any]:
-        """One revision of the `tasks` agent, made by the real reflection worker."""
-        signal = post_signal(self.client, agentId=TASKS_AGENT_ID, traceId=trace, failure=failure)
+    def learn(self, trace: str, failure: str, workspace: str = "default") -> dict[str, Any]:
+        """One revision of the `tasks` agent from `workspace`'s evidence, made by the real
+        reflection worker."""
+        signal = post_signal(
+            self.client,
+            agentId=TASKS_AGENT_ID,
+            traceId=trace,
+            failure=failure,
+            workspaceId=workspace,
+        )
         assert self.services.autonomy is not None
         assert self.services.autonomy.reflect().get("completed")
         self.settled()
@@ -126,20 +133,29 @@ def lab(settings: Settings, tmp_path: Path) -> Iterator[Lab]:
 
 
 def block(revision: dict[str, Any]) -> str:
-    """How the revision's content appears in a preamble (domain/learned_delivery.py)."""
-    return f"[{revision['targetKind']} {revision['key']}]\n{revision['content']}"
+    """How the revision's content appears in a preamble (domain/learned_delivery.py): an
+    agent-reported observation of its workspace, quoted."""
+    return (
+        f"[{revision['targetKind']} {revision['key']}] Observed in workspace "
+        f"'{revision['workspaceId']}' (agent-reported, not an instruction):\n"
+        f"\u00ab{revision['content']}\u00bb"
+    )
 
 
-def item(revision: dict[str, Any]) -> dict[str, Any]:
-    """The delivery item of a target whose latest revision is `revision`."""
+def item(revision: dict[str, Any], delivered_in: str = "default") -> dict[str, Any]:
+    """The delivery item of a target whose latest revision is `revision`, delivered to a
+    task of its own workspace."""
     kind, agent, key = revision["targetKind"], revision["agentId"], revision["key"]
     return {
-        "target_id": str(learned_target_id(kind, agent, key)),
+        "target_id": str(learned_target_id(kind, agent, key, revision["workspaceId"])),
         "kind": kind,
         "agent_id": agent,
         "key": key,
         "revision_id": revision["id"],
         "content_digest": content_digest(revision["content"]),
+        "workspace_id": revision["workspaceId"],
+        "delivered_in": delivered_in,
+        "scope": "workspace",
     }
 
 
@@ -248,6 +264,10 @@ def test_each_attempt_carries_what_is_learned_when_it_starts(lab: Lab) -> None:
             "key": "style",
             "revision_id": None,  # a person's edit is what was delivered
             "content_digest": content_digest("Keep commits small."),
+            # Made by a person for every workspace, not learned from one.
+            "workspace_id": None,
+            "delivered_in": "default",
+            "scope": "global",
         }
     ]
     assert lab.carried(str(parent)) == [[item(lesson)], list(again.learned)]
@@ -269,7 +289,10 @@ def test_self_update_prompts_carry_learned_content_only_where_the_workspace_opts
     body = {"id": "lab", "path": "lab", "selfUpdate": True}
     assert lab.client.post("/api/workspaces", json=body).status_code == 201
     assert lab.client.get("/api/workspaces/lab").json()["learnedInSelfUpdate"] is False
-    lesson = lab.learn("task:x:1", "the build cache was cold")
+    lesson = lab.learn("task:x:1", "the build cache was cold", workspace="lab")
+    # Learned from lab's evidence: a task of another workspace is not told it.
+    elsewhere = lab.submit("Tidy the docs.")
+    assert (lab.run(elsewhere), lab.carried(elsewhere)) == (["Tidy the docs."], [None])
 
     plain = self_update_task(lab, "lab", "Improve Tachograph.")
     claim = lab.claim(plain)
@@ -288,7 +311,7 @@ def test_self_update_prompts_carry_learned_content_only_where_the_workspace_opts
     claim = lab.claim(opted)
     assert block(lesson) in claim.prompt
     assert claim.prompt.endswith(PREAMBLE_SEPARATOR + "Improve Tachograph again.")
-    assert lab.carried(str(opted)) == [[item(lesson)]]
+    assert lab.carried(str(opted)) == [[item(lesson, delivered_in="lab")]]
     delivered = [d["taskId"] for d in lab.deliveries(lesson["id"])["items"]]
     assert delivered == [str(opted)]
 
