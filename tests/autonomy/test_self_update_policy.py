@@ -2,7 +2,7 @@
 
 Every denied case names the rule that must fire and every allowed case must pass, so each
 row fails on its own if the policy gets stricter or looser than intended. Tool inputs
-use the shapes the four CLIs really send (see ``../shared/fixtures/``).
+use the shapes the four CLIs really send (see ``tests/fixtures/``).
 """
 
 from __future__ import annotations
@@ -655,7 +655,7 @@ def test_tool_calls_inside_the_clone_are_allowed(tool: str, tool_input: object) 
 
 
 # Real PreToolUse payloads (tool_name, tool_input, cwd) written by the CLIs in
-# ../shared/fixtures/{claude-code-2.1.328,codex,gemini,copilot}/, <WORK>/proj -> the clone.
+# tests/fixtures/{claude-code-2.1.328,codex,gemini,copilot}/, <WORK>/proj -> the clone.
 REAL_PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from apply_patch\n*** End Patch\n"
 REAL_PAYLOADS: list[tuple[str, object]] = [
     ("Bash", {"command": "echo hello-from-claude-shell; uname -s", "description": "say hello"}),
