@@ -245,7 +245,7 @@ class _UrlPolicy:
         host = parts.hostname or ""
         loopback = self.allow_insecure_loopback and host in LOOPBACK_HOSTS
         if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
-            _fail(path, self._scheme_message())
+            _fail(path, self._scheme_message(parts.scheme == "http" and host in LOOPBACK_HOSTS))
         if parts.username is not None or parts.password is not None or "@" in parts.netloc:
             _fail(path, "must not contain credentials")
         if not host:
@@ -255,10 +255,15 @@ class _UrlPolicy:
             _fail(path, f"host {json.dumps(host)} is not in TACHOGRAPH_HOOK_ALLOWED_HOSTS")
         return value
 
-    def _scheme_message(self) -> str:
-        """Explain the scheme rule, including the loopback exception when it is enabled."""
+    def _scheme_message(self, loopback_http: bool) -> str:
+        """Explain the scheme rule, and name the setting that would allow a loopback URL."""
         if self.allow_insecure_loopback:
             return "must use https:// (http:// only for 127.0.0.1, localhost or ::1)"
+        if loopback_http:
+            return (
+                "must use https:// "
+                "(set TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK=1 for http:// on loopback)"
+            )
         return "must use https://"
 
 

@@ -173,7 +173,8 @@ def test_loopback_http_allowed_only_with_flag() -> None:
         config = parse(one(url=url), loopback=True, hosts=frozenset())
         assert config.handlers["PreToolUse"][0].url == url
         assert error_of(one(url=url), hosts=frozenset({"127.0.0.1", "localhost", "::1"})) == (
-            "hooks.PreToolUse[0].url: must use https://"
+            "hooks.PreToolUse[0].url: must use https:// "
+            "(set TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK=1 for http:// on loopback)"
         )
 
 
