@@ -11,7 +11,9 @@ A cycle never lets the agent work in the operator's registered checkout. Instead
    objects) on a new branch at `base`, with every remote removed and a local
    committer identity, so the agent can commit without any global configuration.
 3. `inspect_change(clone)` makes the bounded patch of `base..HEAD` and its digest and
-   says what is wrong with it, if anything (`Change.problem`).
+   says what is wrong with it, if anything (`Change.problem`): among others, a path
+   that `domain.protected_paths.is_protected` names (secrets, git's machinery, the
+   agents' instruction and configuration files, CI) touched by any commit.
 4. `import_commit(repo, clone, ...)` recomputes all of that immediately before it
    mutates anything, refuses (`ImportRefused`) unless it is exactly what was
    reviewed, then fetches the commit's objects into the registered repository and
@@ -79,6 +81,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from domain.protected_paths import is_protected
+
 DEFAULT_LIMIT_BYTES = 256 * 1024
 REF_PREFIX = "refs/tachograph/self-update/"
 COMMITTER_NAME = "Tachograph self-update"
@@ -127,25 +131,6 @@ _BORROWING = (
 # Files that only change how git behaves, none of which prepare_clone writes:
 # removed before inspection.
 _REMOVED = ("config.worktree", "info/attributes", "info/exclude", "info/sparse-checkout")
-
-# Paths a self-update may not touch (compared case-insensitively, in every commit of
-# base..HEAD as well as in the net patch): secrets and keys, CI that runs with the
-# repository's secrets, submodule URLs, and the agents' own permission, hook and tool
-# server configuration (a cycle must not widen what the next cycle may do).
-PROTECTED_COMPONENTS = frozenset({".git", ".ssh", ".gnupg", ".aws"})
-PROTECTED_NAME_PREFIXES = (".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
-PROTECTED_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore")
-PROTECTED_DIRS = (".github/workflows/", ".github/actions/", ".circleci/", ".codex/")
-PROTECTED_FILES = frozenset(
-    {
-        ".gitmodules",
-        ".gitlab-ci.yml",
-        ".mcp.json",
-        ".claude/settings.json",
-        ".claude/settings.local.json",
-    }
-)
-
 
 # Errors
 
@@ -437,20 +422,6 @@ def discard_ref(repo: Path, ref: str) -> str | None:
             return None
         _check(_git_repo(repo, home, "update-ref", "--no-deref", "-d", ref, target))
     return target
-
-
-def is_protected(path: str) -> bool:
-    """Whether a repository path is one a self-update may not add, change or delete."""
-    lowered = path.lower()
-    parts = lowered.split("/")
-    name = parts[-1]
-    return (
-        any(part in PROTECTED_COMPONENTS for part in parts)
-        or name.startswith(PROTECTED_NAME_PREFIXES)
-        or name.endswith(PROTECTED_SUFFIXES)
-        or lowered.startswith(PROTECTED_DIRS)
-        or lowered in PROTECTED_FILES
-    )
 
 
 # Inspection
