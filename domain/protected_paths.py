@@ -48,19 +48,13 @@ PROTECTED_COMPONENTS = frozenset(
         ".copilot",
     }
 )
-# File names protected wherever they are.
-PROTECTED_NAMES = frozenset(
-    {
-        "claude.md",
-        "claude.local.md",
-        "agents.md",
-        "agents.override.md",
-        "gemini.md",
-        ".mcp.json",
-        ".gitattributes",
-        ".gitmodules",
-    }
+# Files an agent reads as instructions from its working directory, a parent of it or
+# its HOME (Claude Code, Codex, Gemini CLI), compared case-folded.
+AGENT_INSTRUCTION_NAMES = frozenset(
+    {"claude.md", "claude.local.md", "agents.md", "agents.override.md", "gemini.md"}
 )
+# File names protected wherever they are.
+PROTECTED_NAMES = AGENT_INSTRUCTION_NAMES | {".mcp.json", ".gitattributes", ".gitmodules"}
 PROTECTED_NAME_PREFIXES = (".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 PROTECTED_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore")
 # Paths from the root: the file, or the directory and everything below it.

@@ -168,6 +168,10 @@ class CloneRefused(GitError):
     """prepare_clone refused its arguments (dest not empty, base not a commit, ...)."""
 
 
+class ReviewRefused(GitError):
+    """prepare_review could not make the reviewer's tree be exactly the reviewed change."""
+
+
 class ImportRefused(GitError):
     """import_commit found the change is not exactly what was reviewed; nothing moved."""
 
@@ -222,6 +226,7 @@ class Change:
     descendant: bool  # base is an ancestor of (or equal to) HEAD
     restored: tuple[str, ...]  # files under .git inspection put back or removed
     problem: str | None  # why it must not be imported; None when it may be
+    tree: str | None = None  # the tree HEAD names
 
 
 # Public API
@@ -335,6 +340,53 @@ def inspect_change(clone: Clone, *, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> C
     """The bounded patch of base..HEAD in the clone, its digest, and its problem if any."""
     with _scratch() as home:
         return _inspect(clone, home, limit_bytes)
+
+
+def prepare_review(repo: Path, change: Change, dest: Path, branch: str) -> Path:
+    """A fresh checkout for the reviewer: `repo` at the change's base with exactly the
+    reviewed patch applied and committed on `branch`, in the new directory `dest`.
+
+    Nothing of the clone reaches it but the patch's bytes (already digest-checked): not
+    its objects, other branches, commit messages, untracked files or `.git`. Refused
+    (`ReviewRefused`) unless the patch is whole, has its digest, applies, and gives the
+    very tree of the inspected HEAD, so what the reviewer explores is what would land.
+    """
+    head = change.head
+    if head is None or change.problem is not None:
+        raise ReviewRefused("only a change without a problem is put to review.")
+    if len(change.patch) != change.size or _digest(change.patch) != change.digest:
+        raise ReviewRefused("only part of the patch is at hand; it cannot be reviewed whole.")
+    review = prepare_clone(repo, dest, branch, base=change.base)
+    with _scratch() as home:
+        try:
+            patch = home / "change.patch"
+            patch.write_bytes(change.patch)
+            applied = _git_clone(review, home, "apply", "--index", "--", str(patch))
+            if applied.code != 0:
+                said = _last_line(applied.stderr) or "no message"
+                raise ReviewRefused(f"the patch does not apply to {change.base[:12]}: {said}")
+            _check(
+                _git_clone(
+                    review,
+                    home,
+                    "commit",
+                    "--quiet",
+                    "--no-verify",
+                    "--allow-empty",
+                    "-m",
+                    f"The change under review ({change.digest})",
+                )
+            )
+            tree = _resolve(_git_clone(review, home, "rev-parse", "--verify", "HEAD^{tree}"))
+            if tree is None or tree != change.tree:
+                raise ReviewRefused(
+                    f"the patch applied to {change.base[:12]} does not give the tree of "
+                    f"{head[:12]}."
+                )
+        except BaseException:
+            _remove(dest)
+            raise
+    return dest
 
 
 def import_commit(
@@ -455,7 +507,8 @@ def _inspect(clone: Clone, home: Path, limit: int) -> Change:
     if head is None:
         return replace(change, problem="the clone's HEAD does not name a commit.")
     branch = _branch(_git_clone(clone, home, "symbolic-ref", "--quiet", "HEAD"))
-    change = replace(change, head=head, branch=branch)
+    tree = _resolve(_git_clone(clone, home, "rev-parse", "--verify", "--quiet", f"{head}^{{tree}}"))
+    change = replace(change, head=head, branch=branch, tree=tree)
     if not _ok(_git_clone(clone, home, "cat-file", "-e", f"{base}^{{commit}}")):
         return replace(change, problem=f"the clone no longer has its base commit {base[:12]}.")
     ancestry = _git_clone(clone, home, "merge-base", "--is-ancestor", base, head)
