@@ -53,8 +53,9 @@ def repo(settings: Settings) -> Path:
 @contextmanager
 def cycle_client(settings: Settings, **extra: Any) -> Iterator[TestClient]:
     """The app with the stand-in agent as its executor and the repository registered."""
+    state = settings.data_dir.parent / "agent-state"  # outside what the jail hides
     configured = settings.with_(
-        task_command=(sys.executable, AGENT, "{prompt}"),
+        task_command=(sys.executable, AGENT, "{prompt}", str(state)),
         task_poll_interval_s=0.05,
         task_kill_grace_s=0.3,
         task_timeout_s=60.0,

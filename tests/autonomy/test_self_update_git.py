@@ -613,6 +613,7 @@ def test_attributes_the_agent_wrote_cannot_hide_a_text_change_from_the_reviewer(
     change = inspect_change(clone)
     assert b"+    return 'exfiltrate'" in change.patch
     assert b"GIT binary patch" not in change.patch
+    assert change.problem == "the patch touches a protected path: .gitattributes."
 
 
 def test_a_git_dir_that_borrows_objects_is_refused(repo: Path, clone: Clone) -> None:
@@ -636,10 +637,12 @@ def test_commands_planted_in_the_clone_and_the_checkout_do_not_run(
     hook, hook_ran = marker_script(tmp_path, "hook")
     included = tmp_path / "included.config"
     included.write_text(f"[core]\n\tfsmonitor = {fsmonitor}\n")
-    (clone.path / ".gitattributes").write_text("* diff=evil filter=evil\n")
     (clone.path / "src" / "app.py").write_text("def main():\n    return 42\n")
     commit_all(clone)
     git_dir = clone.path / ".git"
+    # Not a committed .gitattributes: that is a protected path, refused on its own.
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "info" / "attributes").write_text("* diff=evil filter=evil\n")
     with (git_dir / "config").open("a") as config:
         config.write(
             f"[core]\n\tfsmonitor = {fsmonitor}\n"
@@ -665,6 +668,7 @@ def test_commands_planted_in_the_clone_and_the_checkout_do_not_run(
     assert change.problem is None, change.problem
     assert b"+    return 42" in change.patch  # the real content, not a textconv rendering
     assert "config" in change.restored and "hooks/reference-transaction" in change.restored
+    assert "info/attributes" in change.restored
     assert list((git_dir / "hooks").iterdir()) == []
     with (git_dir / "config").open("a") as config:  # planted again after inspection
         config.write(f"[core]\n\tfsmonitor = {fsmonitor}\n[include]\n\tpath = {included}\n")
