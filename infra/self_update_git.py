@@ -14,6 +14,9 @@ A cycle never lets the agent work in the operator's registered checkout. Instead
    says what is wrong with it, if anything (`Change.problem`): among others, a path
    that `domain.protected_paths.is_protected` names (secrets, git's machinery, the
    agents' instruction and configuration files, CI) touched by any commit.
+   `prepare_review(repo, change, dest, branch)` makes the reviewer's working tree: a
+   fresh clone of the registered repository at the base with exactly the inspected
+   patch applied, checked to be HEAD's tree, so nothing else of the clone reaches it.
 4. `import_commit(repo, clone, ...)` recomputes all of that immediately before it
    mutates anything, refuses (`ImportRefused`) unless it is exactly what was
    reviewed, then fetches the commit's objects into the registered repository and
