@@ -62,8 +62,9 @@ from infra.self_update_git import (
     prepare_review,
 )
 from scheduler.self_update_review import (
-    clear_for_review,
+    held_clone,
     instructions_above,
+    review_area,
     review_prompt,
     unreviewable,
 )
@@ -106,6 +107,7 @@ class SelfUpdateAttempt:
                 self.jail.close()
             # The evidence is in the log; the clone and its HOME are not kept.
             shutil.rmtree(self.base, ignore_errors=True)
+            shutil.rmtree(held_clone(self.base), ignore_errors=True)
 
     # Phases
 
@@ -221,22 +223,24 @@ class SelfUpdateAttempt:
         """A second run of the agent, in a fresh checkout of exactly the patch with a fresh
         HOME, must answer with the digest it was shown."""
         evidence: dict[str, Any] = {"digest": change.digest, "by": "agent"}
-        area = clear_for_review(self.base)
-        try:
-            prepare_review(self.checkout, change, area.tree, clone.branch)
-        except GitError as exc:
-            self._phase("review", "failed", {**evidence, "reason": str(exc)})
-            kind = "validation" if isinstance(exc, ReviewRefused) else "infrastructure"
-            self._fail(kind, f"the reviewer's checkout could not be made: {exc}")
-            return None, evidence
-        planted = instructions_above(area.tree)
-        if planted:
-            reason = f"agent instruction files above the reviewer's checkout: {', '.join(planted)}"
-            self._phase("review", "failed", {**evidence, "reason": reason})
-            self._fail("validation", f"the change was not reviewed: {reason}")
-            return None, evidence
-        self.writer.new_run()  # the verdict must be the reviewer's own words
-        review = self._agent(review_prompt(change), area.tree, area.env(env, self.base))
+        with review_area(self.base, clone.path) as area:
+            try:
+                prepare_review(self.checkout, change, area.tree, clone.branch)
+            except GitError as exc:
+                self._phase("review", "failed", {**evidence, "reason": str(exc)})
+                kind = "validation" if isinstance(exc, ReviewRefused) else "infrastructure"
+                self._fail(kind, f"the reviewer's checkout could not be made: {exc}")
+                return None, evidence
+            planted = instructions_above(area.tree)
+            if planted:
+                reason = (
+                    f"agent instruction files above the reviewer's checkout: {', '.join(planted)}"
+                )
+                self._phase("review", "failed", {**evidence, "reason": reason})
+                self._fail("validation", f"the change was not reviewed: {reason}")
+                return None, evidence
+            self.writer.new_run()  # the verdict must be the reviewer's own words
+            review = self._agent(review_prompt(change), area.tree, area.env(env, self.base))
         verdict = self.writer.stream.outcome or ""
         self.executor.revoke_token(self.claim)
         approved = _succeeded(review) and f"APPROVE {change.digest}" in verdict

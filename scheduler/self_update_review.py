@@ -13,18 +13,21 @@ The reviewer starts from nothing the implementing run could have written:
 - its `HOME`, `TMPDIR` and hook log directory are new empty directories, and no
   variable of its environment points into the implementer's part of the attempt;
 - before the review area is made, everything the implementer may have left in the
-  attempt directory but its clone (its `HOME`, temporary files, anything planted next
-  to the clone) is removed, because an agent reads instruction files such as
-  `CLAUDE.md` from every directory above its working directory; an instruction file
-  in any directory above the reviewer's checkout fails the cycle instead.
+  attempt directory (its `HOME`, temporary files, anything planted next to the clone)
+  is removed, because an agent reads instruction files such as `CLAUDE.md` from every
+  directory above its working directory; an instruction file in any directory above
+  the reviewer's checkout fails the cycle instead;
+- the clone itself waits outside the attempt directory while the reviewer runs, so
+  the jail, which keeps only that directory visible, hides it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,9 +48,6 @@ REVIEW_PROMPT = (
 # room for whatever the command template puts around the prompt in the same argument.
 ARGUMENT_BYTES = 32 * 4096 - 1
 TEMPLATE_ROOM = 1024
-# The implementer's clone: the one entry of the attempt directory the review keeps
-# (the commit phase imports from it).
-CLONE = "clone"
 
 
 def review_prompt(change: Change) -> str:
@@ -91,19 +91,33 @@ class ReviewArea:
         return env
 
 
-def clear_for_review(attempt_dir: Path) -> ReviewArea:
-    """Remove all the implementer left in `attempt_dir` but its clone; a new area in it.
+@contextlib.contextmanager
+def review_area(attempt_dir: Path, clone: Path) -> Iterator[ReviewArea]:
+    """The reviewer's new area in `attempt_dir`, cleared of all the implementer left.
 
-    The tree is not made here (`prepare_review` makes it at `ReviewArea.tree`)."""
-    with os.scandir(attempt_dir) as entries:
-        for entry in entries:
-            if entry.name != CLONE or entry.is_symlink():
+    The clone is set aside next to the attempt directory meanwhile, where the jail,
+    which keeps only the attempt directory visible, hides it (the commit phase needs
+    it back); everything else in the attempt directory is removed. The tree is not
+    made here (`prepare_review` makes it at `ReviewArea.tree`)."""
+    held = held_clone(attempt_dir)
+    _remove(held)
+    os.rename(clone, held)
+    try:
+        with os.scandir(attempt_dir) as entries:
+            for entry in entries:
                 _remove(Path(entry.path))
-    root = Path(tempfile.mkdtemp(prefix="review-", dir=attempt_dir))
-    area = ReviewArea(root, root / "tree", root / "home", root / "tmp", root / "hooks")
-    for path in (area.home, area.tmp, area.hooks):
-        path.mkdir(mode=0o700)
-    return area
+        root = Path(tempfile.mkdtemp(prefix="review-", dir=attempt_dir))
+        area = ReviewArea(root, root / "tree", root / "home", root / "tmp", root / "hooks")
+        for path in (area.home, area.tmp, area.hooks):
+            path.mkdir(mode=0o700)
+        yield area
+    finally:
+        os.rename(held, clone)
+
+
+def held_clone(attempt_dir: Path) -> Path:
+    """Where the clone waits while the reviewer runs."""
+    return attempt_dir.with_name(f"{attempt_dir.name}.clone")
 
 
 def instructions_above(tree: Path) -> list[str]:
@@ -127,6 +141,7 @@ def _inside(value: str, directory: Path) -> bool:
 
 
 def _remove(path: Path) -> None:
+    """Remove a file, link or directory tree, never following a link."""
     if path.is_symlink() or not path.is_dir():
         path.unlink(missing_ok=True)
     else:

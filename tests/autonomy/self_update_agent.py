@@ -151,10 +151,17 @@ def review(script: dict[str, str], prompt: str) -> int:
     digest = re.search(r"\(SHA-256 (sha256:[0-9a-f]+)\)", prompt)
     here = Path.cwd()
     home = Path(os.environ["HOME"])
+    clone = Path(script["clone"])
+    try:
+        beside = sorted(os.listdir(clone.parent.parent))  # where the attempts of the task are
+    except OSError as exc:
+        beside = [f"refused: {type(exc).__name__}"]
     note(
         script,
         {
             "phase": "review",
+            "cloneVisible": clone.exists(),
+            "besideAttempt": beside,
             "digest": digest.group(1) if digest else None,
             "prompt": prompt,
             "cwd": str(here),
@@ -180,10 +187,14 @@ def review(script: dict[str, str], prompt: str) -> int:
         say("Fine.\nAPPROVE sha256:" + "0" * 64)
         return 0
     if how == "tamper":
-        # Approve, then change the implementer's clone: the commit phase must notice.
-        clone = script["clone"]
-        Path(clone, "CHANGELOG.md").write_text("- something else\n")
-        git("-C", clone, "commit", "-q", "-a", "--amend", "-m", "Tidy the docs")
+        # Try to change the implementer's clone after seeing the patch, then approve.
+        try:
+            (clone / "CHANGELOG.md").write_text("- something else\n")
+            git("-C", str(clone), "commit", "-q", "-a", "--amend", "-m", "Tidy the docs")
+            tampered = "reached"
+        except (OSError, subprocess.CalledProcessError) as exc:
+            tampered = f"refused: {type(exc).__name__}"
+        note(script, {"phase": "tamper", "result": tampered})
     say(f"Small and safe.\nAPPROVE {digest.group(1)}")
     return 0
 

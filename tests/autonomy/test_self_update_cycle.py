@@ -192,14 +192,17 @@ def test_a_wrong_digest_is_a_rejection(api: TestClient, repo: Path, tmp_path: Pa
     assert git(repo, "for-each-ref", "refs/tachograph") == ""
 
 
-def test_a_clone_changed_after_review_is_not_imported(
+def test_the_reviewer_cannot_change_the_clone_it_approves(
     api: TestClient, repo: Path, tmp_path: Path
 ) -> None:
+    # The clone waits out of the reviewer's reach; a change after review would still
+    # be refused by the commit phase's digest check (tests/autonomy/test_self_update_git.py).
     task, flow = cycle(api, tmp_path, implement="commit", review="tamper")
-    assert phases(flow)[-1] == ("commit", "failed")
-    assert "digest" in flow["phases"][-1]["evidence"]["reason"]
-    assert task["status"] == "failed"
-    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+    tamper = next(s for s in seen(tmp_path) if s["phase"] == "tamper")
+    assert tamper["result"].startswith("refused"), tamper
+    assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
+    ref = f"refs/tachograph/self-update/{task['id']}"
+    assert git(repo, "show", f"{ref}:CHANGELOG.md") == "- tidy the docs\n"
 
 
 def test_remotes_changed_during_the_cycle_are_refused(

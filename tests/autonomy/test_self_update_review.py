@@ -73,6 +73,10 @@ def test_the_reviewer_sees_nothing_the_implementer_left_outside_the_patch(
     assert review["cwd"] != implement["cwd"]
     assert "build.log" not in review["files"] and "CHANGELOG.md" in review["files"]
     assert review["instructions"] == []
+    # Nor the clone: it waits beside the attempt directory, which the jail hides.
+    assert not review["cloneVisible"]
+    assert flow["phases"][0]["evidence"]["sandbox"] == "netns"
+    assert not any(name.endswith(".clone") for name in review["besideAttempt"])
     assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
 
 
