@@ -53,17 +53,15 @@ from infra.self_update_git import (
     Clone,
     GitError,
     ImportRefused,
-    ReviewRefused,
     checkout_state,
     discard_ref,
     import_commit,
     inspect_change,
     prepare_clone,
-    prepare_review,
 )
 from scheduler.self_update_review import (
     held_clone,
-    instructions_above,
+    make_reviewer_tree,
     review_area,
     review_prompt,
     unreviewable,
@@ -223,24 +221,21 @@ class SelfUpdateAttempt:
         """A second run of the agent, in a fresh checkout of exactly the patch with a fresh
         HOME, must answer with the digest it was shown."""
         evidence: dict[str, Any] = {"digest": change.digest, "by": "agent"}
-        with review_area(self.base, clone.path) as area:
-            try:
-                prepare_review(self.checkout, change, area.tree, clone.branch)
-            except GitError as exc:
-                self._phase("review", "failed", {**evidence, "reason": str(exc)})
-                kind = "validation" if isinstance(exc, ReviewRefused) else "infrastructure"
-                self._fail(kind, f"the reviewer's checkout could not be made: {exc}")
-                return None, evidence
-            planted = instructions_above(area.tree)
-            if planted:
-                reason = (
-                    f"agent instruction files above the reviewer's checkout: {', '.join(planted)}"
-                )
-                self._phase("review", "failed", {**evidence, "reason": reason})
-                self._fail("validation", f"the change was not reviewed: {reason}")
-                return None, evidence
-            self.writer.new_run()  # the verdict must be the reviewer's own words
-            review = self._agent(review_prompt(change), area.tree, area.env(env, self.base))
+        review = None
+        try:
+            with review_area(self.base, clone.path) as area:
+                unfit = make_reviewer_tree(self.checkout, change, area.tree, clone.branch)
+                if unfit is None:
+                    self.writer.new_run()  # the verdict must be the reviewer's own words
+                    env = area.env(env, self.base)
+                    review = self._agent(review_prompt(change), area.tree, env)
+        except OSError as exc:
+            unfit = ("infrastructure", f"the reviewer's area could not be made: {exc}")
+        if unfit is not None or review is None:
+            kind, reason = unfit or ("infrastructure", "the reviewer did not run")
+            self._phase("review", "failed", {**evidence, "reason": reason})
+            self._fail(kind, f"the change was not reviewed: {reason}")
+            return None, evidence
         verdict = self.writer.stream.outcome or ""
         self.executor.revoke_token(self.claim)
         approved = _succeeded(review) and f"APPROVE {change.digest}" in verdict

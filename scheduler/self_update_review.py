@@ -9,6 +9,7 @@ put to an agent reviewer.
 The reviewer starts from nothing the implementing run could have written:
 - its working directory is a fresh checkout of the registered repository at the base
   with exactly the reviewed patch applied (`infra.self_update_git.prepare_review`),
+  made where the clone was (the root its agent token's tool policy confines it to),
   not the implementer's clone;
 - its `HOME`, `TMPDIR` and hook log directory are new empty directories, and no
   variable of its environment points into the implementer's part of the attempt;
@@ -18,7 +19,8 @@ The reviewer starts from nothing the implementing run could have written:
   directory above its working directory; an instruction file in any directory above
   the reviewer's checkout fails the cycle instead;
 - the clone itself waits outside the attempt directory while the reviewer runs, so
-  the jail, which keeps only that directory visible, hides it.
+  the jail, which keeps only that directory visible, hides it; nothing the reviewer
+  does reaches it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domain.protected_paths import AGENT_INSTRUCTION_NAMES
-from infra.self_update_git import Change
+from infra.self_update_git import Change, GitError, ReviewRefused, prepare_review
 
 REVIEW_PROMPT = (
     "Review this change to the workspace, made by an autonomous self-update cycle. "
@@ -77,8 +79,8 @@ def unreviewable(change: Change, limit: int) -> str | None:
 class ReviewArea:
     """The reviewer's own directories, inside the attempt directory."""
 
-    root: Path
-    tree: Path  # the fresh checkout: the reviewer's working directory
+    root: Path  # HOME, TMPDIR and the hook log directory are in it
+    tree: Path  # the fresh checkout: the reviewer's working directory, at the clone's path
     home: Path
     tmp: Path
     hooks: Path
@@ -93,12 +95,13 @@ class ReviewArea:
 
 @contextlib.contextmanager
 def review_area(attempt_dir: Path, clone: Path) -> Iterator[ReviewArea]:
-    """The reviewer's new area in `attempt_dir`, cleared of all the implementer left.
+    """The reviewer's area in `attempt_dir`, cleared of all the implementer left.
 
-    The clone is set aside next to the attempt directory meanwhile, where the jail,
-    which keeps only the attempt directory visible, hides it (the commit phase needs
-    it back); everything else in the attempt directory is removed. The tree is not
-    made here (`prepare_review` makes it at `ReviewArea.tree`)."""
+    The clone is set aside next to the attempt directory, where the jail (which keeps
+    only the attempt directory visible) hides it, and everything else in the attempt
+    directory is removed. The reviewer's tree takes the clone's path, which its agent
+    token's tool policy confines it to; `prepare_review` makes it there. Afterwards the
+    tree is removed and the clone put back for the commit phase."""
     held = held_clone(attempt_dir)
     _remove(held)
     os.rename(clone, held)
@@ -107,17 +110,35 @@ def review_area(attempt_dir: Path, clone: Path) -> Iterator[ReviewArea]:
             for entry in entries:
                 _remove(Path(entry.path))
         root = Path(tempfile.mkdtemp(prefix="review-", dir=attempt_dir))
-        area = ReviewArea(root, root / "tree", root / "home", root / "tmp", root / "hooks")
+        area = ReviewArea(root, clone, root / "home", root / "tmp", root / "hooks")
         for path in (area.home, area.tmp, area.hooks):
             path.mkdir(mode=0o700)
         yield area
     finally:
+        _remove(clone)  # the reviewer's tree, or whatever it left there
         os.rename(held, clone)
 
 
 def held_clone(attempt_dir: Path) -> Path:
     """Where the clone waits while the reviewer runs."""
     return attempt_dir.with_name(f"{attempt_dir.name}.clone")
+
+
+def make_reviewer_tree(
+    repo: Path, change: Change, tree: Path, branch: str
+) -> tuple[str, str] | None:
+    """Make the reviewer's checkout at `tree`; if it cannot be used, (error class, why)."""
+    try:
+        prepare_review(repo, change, tree, branch)
+    except GitError as exc:
+        kind = "validation" if isinstance(exc, ReviewRefused) else "infrastructure"
+        return kind, f"the reviewer's checkout could not be made: {exc}"
+    planted = instructions_above(tree)
+    if planted:
+        return "validation", (
+            f"agent instruction files above the reviewer's checkout: {', '.join(planted)}"
+        )
+    return None
 
 
 def instructions_above(tree: Path) -> list[str]:

@@ -100,6 +100,7 @@ def plant(here: Path) -> None:
         home / ".codex" / "AGENTS.md",
         home / ".gemini" / "GEMINI.md",
         here.parent / "CLAUDE.md",  # above the clone, in the attempt's directory
+        here.parent.parent / "AGENTS.md",  # above that: hidden by the jail, if there is one
         here / "build.log",  # ignored by the repository, so not in the patch
         Path(os.environ["TMPDIR"]) / "CLAUDE.md",
     ):
@@ -151,7 +152,7 @@ def review(script: dict[str, str], prompt: str) -> int:
     digest = re.search(r"\(SHA-256 (sha256:[0-9a-f]+)\)", prompt)
     here = Path.cwd()
     home = Path(os.environ["HOME"])
-    clone = Path(script["clone"])
+    clone = Path(script["clone"])  # where the implementer worked
     try:
         beside = sorted(os.listdir(clone.parent.parent))  # where the attempts of the task are
     except OSError as exc:
@@ -160,7 +161,6 @@ def review(script: dict[str, str], prompt: str) -> int:
         script,
         {
             "phase": "review",
-            "cloneVisible": clone.exists(),
             "besideAttempt": beside,
             "digest": digest.group(1) if digest else None,
             "prompt": prompt,
@@ -187,14 +187,9 @@ def review(script: dict[str, str], prompt: str) -> int:
         say("Fine.\nAPPROVE sha256:" + "0" * 64)
         return 0
     if how == "tamper":
-        # Try to change the implementer's clone after seeing the patch, then approve.
-        try:
-            (clone / "CHANGELOG.md").write_text("- something else\n")
-            git("-C", str(clone), "commit", "-q", "-a", "--amend", "-m", "Tidy the docs")
-            tampered = "reached"
-        except (OSError, subprocess.CalledProcessError) as exc:
-            tampered = f"refused: {type(exc).__name__}"
-        note(script, {"phase": "tamper", "result": tampered})
+        # Change what the implementer worked on after seeing the patch, then approve.
+        (clone / "CHANGELOG.md").write_text("- something else\n")
+        git("-C", str(clone), "commit", "-q", "-a", "--amend", "-m", "Tidy the docs")
     say(f"Small and safe.\nAPPROVE {digest.group(1)}")
     return 0
 

@@ -68,16 +68,30 @@ def test_the_reviewer_sees_nothing_the_implementer_left_outside_the_patch(
     assert review["home"] != implement["home"] and review["homeFiles"] == []
     assert not Path(review["home"]).is_relative_to(implement["home"])
     assert review["tmpdir"] != implement["home"] and "CLAUDE.md" not in str(review["tmpdir"])
-    # Its own checkout: not the clone, no file the patch does not hold, and no
+    # Its own checkout (where the clone was): no file the patch does not hold, and no
     # instruction file in it or in any directory above it.
-    assert review["cwd"] != implement["cwd"]
     assert "build.log" not in review["files"] and "CHANGELOG.md" in review["files"]
     assert review["instructions"] == []
     # Nor the clone: it waits beside the attempt directory, which the jail hides.
-    assert not review["cloneVisible"]
     assert flow["phases"][0]["evidence"]["sandbox"] == "netns"
-    assert not any(name.endswith(".clone") for name in review["besideAttempt"])
+    assert review["besideAttempt"] == ["1"]  # the attempt's own directory only
     assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
+
+
+def test_without_a_jail_an_instruction_file_above_the_reviewers_checkout_stops_the_review(
+    settings: Settings, repo: Path, tmp_path: Path
+) -> None:
+    # With no jail the implementer writes beside its attempt's directory, above where
+    # the reviewer works; the reviewer would read it as its own instructions.
+    with cycle_client(settings, self_update_sandbox="none") as api:
+        task, flow = cycle(api, tmp_path, implement="plant", review="approve")
+    assert phases(flow)[-1] == ("review", "failed")
+    reason = flow["phases"][-1]["evidence"]["reason"]
+    assert reason.startswith("agent instruction files above the reviewer's checkout: ")
+    assert reason.endswith("/AGENTS.md") and "CLAUDE.md" not in reason
+    assert task["status"] == "failed" and task["lastErrorClass"] == "validation"
+    assert [s["phase"] for s in seen(tmp_path)] == ["implement"]
+    assert git(repo, "for-each-ref", "refs/tachograph") == ""
 
 
 def test_an_instruction_file_in_the_patch_is_refused(
