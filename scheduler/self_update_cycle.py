@@ -61,6 +61,7 @@ from infra.self_update_git import (
 )
 from scheduler.self_update_review import (
     held_clone,
+    instructions_above,
     make_reviewer_tree,
     review_area,
     review_prompt,
@@ -96,6 +97,7 @@ class SelfUpdateAttempt:
             / str(claim.attempt)
         )
         self.jail: Jail | None = None
+        self.instructions: dict[str, str] = {}
 
     def run(self) -> None:
         try:
@@ -154,6 +156,7 @@ class SelfUpdateAttempt:
             self.claim, Binding(policy=SELF_UPDATE_POLICY, root=str(clone.path))
         )
         env = self._contained_env(token, home)
+        self.instructions = instructions_above(clone.path)  # the operator's, if any
 
         result = self._agent(self.claim.prompt, clone.path, env)
         if not _succeeded(result):
@@ -224,7 +227,9 @@ class SelfUpdateAttempt:
         review = None
         try:
             with review_area(self.base, clone.path) as area:
-                unfit = make_reviewer_tree(self.checkout, change, area.tree, clone.branch)
+                unfit = make_reviewer_tree(
+                    self.checkout, change, area.tree, clone.branch, self.instructions
+                )
                 if unfit is None:
                     self.writer.new_run()  # the verdict must be the reviewer's own words
                     env = area.env(env, self.base)

@@ -16,8 +16,9 @@ The reviewer starts from nothing the implementing run could have written:
 - before the review area is made, everything the implementer may have left in the
   attempt directory (its `HOME`, temporary files, anything planted next to the clone)
   is removed, because an agent reads instruction files such as `CLAUDE.md` from every
-  directory above its working directory; an instruction file in any directory above
-  the reviewer's checkout fails the cycle instead;
+  directory above its working directory; an instruction file above the reviewer's
+  checkout that appeared or changed while the implementer ran fails the cycle
+  instead (the operator's own are left alone);
 - the clone itself waits outside the attempt directory while the reviewer runs, so
   the jail, which keeps only that directory visible, hides it; nothing the reviewer
   does reaches it.
@@ -26,6 +27,7 @@ The reviewer starts from nothing the implementing run could have written:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -125,34 +127,48 @@ def held_clone(attempt_dir: Path) -> Path:
 
 
 def make_reviewer_tree(
-    repo: Path, change: Change, tree: Path, branch: str
+    repo: Path, change: Change, tree: Path, branch: str, before: Mapping[str, str]
 ) -> tuple[str, str] | None:
-    """Make the reviewer's checkout at `tree`; if it cannot be used, (error class, why)."""
+    """Make the reviewer's checkout at `tree`; if it cannot be used, (error class, why).
+
+    `before`: `instructions_above` the clone before the implementer ran; an instruction
+    file above the tree that is new or changed since then stops the review."""
     try:
         prepare_review(repo, change, tree, branch)
     except GitError as exc:
         kind = "validation" if isinstance(exc, ReviewRefused) else "infrastructure"
         return kind, f"the reviewer's checkout could not be made: {exc}"
-    planted = instructions_above(tree)
+    planted = sorted(p for p, d in instructions_above(tree).items() if before.get(p) != d)
     if planted:
         return "validation", (
-            f"agent instruction files above the reviewer's checkout: {', '.join(planted)}"
+            "agent instruction files appeared or changed above the reviewer's checkout "
+            f"while the implementer ran: {', '.join(planted)}"
         )
     return None
 
 
-def instructions_above(tree: Path) -> list[str]:
+def instructions_above(tree: Path) -> dict[str, str]:
     """Agent instruction files in the directories above `tree` (an agent would read
-    them as its own), each as its path."""
-    found = []
+    them as its own), each path with the SHA-256 of its content."""
+    found = {}
     for parent in Path(os.path.abspath(tree)).parents:
         for where in (parent, parent / ".claude"):
             try:
                 names = os.listdir(where)
             except OSError:
                 continue
-            found += [str(where / n) for n in names if n.casefold() in AGENT_INSTRUCTION_NAMES]
-    return sorted(found)
+            for name in names:
+                if name.casefold() in AGENT_INSTRUCTION_NAMES:
+                    found[str(where / name)] = _digest(where / name)
+    return found
+
+
+def _digest(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    except OSError as exc:  # a directory, a dangling link, unreadable: still there
+        return f"unreadable: {type(exc).__name__}"
 
 
 def _inside(value: str, directory: Path) -> bool:

@@ -87,11 +87,22 @@ def test_without_a_jail_an_instruction_file_above_the_reviewers_checkout_stops_t
         task, flow = cycle(api, tmp_path, implement="plant", review="approve")
     assert phases(flow)[-1] == ("review", "failed")
     reason = flow["phases"][-1]["evidence"]["reason"]
-    assert reason.startswith("agent instruction files above the reviewer's checkout: ")
+    assert reason.startswith("agent instruction files appeared or changed above the ")
     assert reason.endswith("/AGENTS.md") and "CLAUDE.md" not in reason
     assert task["status"] == "failed" and task["lastErrorClass"] == "validation"
     assert [s["phase"] for s in seen(tmp_path)] == ["implement"]
     assert git(repo, "for-each-ref", "refs/tachograph") == ""
+
+
+def test_the_operators_own_instruction_files_above_do_not_stop_the_review(
+    settings: Settings, repo: Path, tmp_path: Path
+) -> None:
+    (settings.data_dir.parent / "CLAUDE.md").write_text("House rules.\n")
+    with cycle_client(settings) as api:
+        task, flow = cycle(api, tmp_path, implement="commit", review="approve")
+    assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
+    review = seen(tmp_path)[-1]
+    assert review["instructions"] == [str(settings.data_dir.parent / "CLAUDE.md")]
 
 
 def test_an_instruction_file_in_the_patch_is_refused(
