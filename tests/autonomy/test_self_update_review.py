@@ -51,6 +51,7 @@ def test_a_reviewer_is_shown_the_whole_patch_up_to_its_limit(
     prompt = review["prompt"]
     assert inspected["patch"] in prompt and "b/zzz_install.sh" in prompt and TAIL in prompt
     assert f"{inspected['bytes']} bytes" in prompt and "(End of the patch.)" in prompt
+    assert "+# caf\\xe9\n" in prompt  # every byte, the one that is not UTF-8 escaped
     # The reviewer's checkout holds the whole change too, the tail included.
     assert {"aaa_padding.txt", "zzz_install.sh", "CHANGELOG.md"} <= set(review["files"])
     assert phases(flow)[-1] == ("review", "rejected")
@@ -145,7 +146,7 @@ def test_an_operator_is_shown_the_whole_patch(operator_api: TestClient, tmp_path
         raise AssertionError("the cycle never reached review")
     inspected = flow.json()["phases"][-1]["evidence"]
     assert inspected["reviewBy"] == "operator"
-    assert len(inspected["patch"].encode()) == inspected["bytes"] > 72_000
+    assert len(inspected["patch"].encode()) == inspected["bytes"] + 3 > 72_000  # \xe9
     assert inspected["patch"].rstrip().endswith(TAIL)
     rejected = {"digest": inspected["digest"], "approve": False, "reason": "curl | sh"}
     assert operator_api.post(f"/api/tasks/{task_id}/review", json=rejected).status_code == 200
