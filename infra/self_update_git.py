@@ -11,7 +11,12 @@ A cycle never lets the agent work in the operator's registered checkout. Instead
    objects) on a new branch at `base`, with every remote removed and a local
    committer identity, so the agent can commit without any global configuration.
 3. `inspect_change(clone)` makes the bounded patch of `base..HEAD` and its digest and
-   says what is wrong with it, if anything (`Change.problem`).
+   says what is wrong with it, if anything (`Change.problem`): among others, a path
+   that `domain.protected_paths.is_protected` names (secrets, git's machinery, the
+   agents' instruction and configuration files, CI) touched by any commit.
+   `prepare_review(repo, change, dest, branch)` makes the reviewer's working tree: a
+   fresh clone of the registered repository at the base with exactly the inspected
+   patch applied, checked to be HEAD's tree, so nothing else of the clone reaches it.
 4. `import_commit(repo, clone, ...)` recomputes all of that immediately before it
    mutates anything, refuses (`ImportRefused`) unless it is exactly what was
    reviewed, then fetches the commit's objects into the registered repository and
@@ -79,6 +84,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from domain.protected_paths import is_protected
+
 DEFAULT_LIMIT_BYTES = 256 * 1024
 REF_PREFIX = "refs/tachograph/self-update/"
 COMMITTER_NAME = "Tachograph self-update"
@@ -128,25 +135,6 @@ _BORROWING = (
 # removed before inspection.
 _REMOVED = ("config.worktree", "info/attributes", "info/exclude", "info/sparse-checkout")
 
-# Paths a self-update may not touch (compared case-insensitively, in every commit of
-# base..HEAD as well as in the net patch): secrets and keys, CI that runs with the
-# repository's secrets, submodule URLs, and the agents' own permission, hook and tool
-# server configuration (a cycle must not widen what the next cycle may do).
-PROTECTED_COMPONENTS = frozenset({".git", ".ssh", ".gnupg", ".aws"})
-PROTECTED_NAME_PREFIXES = (".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
-PROTECTED_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore")
-PROTECTED_DIRS = (".github/workflows/", ".github/actions/", ".circleci/", ".codex/")
-PROTECTED_FILES = frozenset(
-    {
-        ".gitmodules",
-        ".gitlab-ci.yml",
-        ".mcp.json",
-        ".claude/settings.json",
-        ".claude/settings.local.json",
-    }
-)
-
-
 # Errors
 
 
@@ -181,6 +169,10 @@ class GitTimeout(GitCommandError):
 
 class CloneRefused(GitError):
     """prepare_clone refused its arguments (dest not empty, base not a commit, ...)."""
+
+
+class ReviewRefused(GitError):
+    """prepare_review could not make the reviewer's tree be exactly the reviewed change."""
 
 
 class ImportRefused(GitError):
@@ -237,6 +229,7 @@ class Change:
     descendant: bool  # base is an ancestor of (or equal to) HEAD
     restored: tuple[str, ...]  # files under .git inspection put back or removed
     problem: str | None  # why it must not be imported; None when it may be
+    tree: str | None = None  # the tree HEAD names
 
 
 # Public API
@@ -352,6 +345,53 @@ def inspect_change(clone: Clone, *, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> C
         return _inspect(clone, home, limit_bytes)
 
 
+def prepare_review(repo: Path, change: Change, dest: Path, branch: str) -> Path:
+    """A fresh checkout for the reviewer: `repo` at the change's base with exactly the
+    reviewed patch applied and committed on `branch`, in the new directory `dest`.
+
+    Nothing of the clone reaches it but the patch's bytes (already digest-checked): not
+    its objects, other branches, commit messages, untracked files or `.git`. Refused
+    (`ReviewRefused`) unless the patch is whole, has its digest, applies, and gives the
+    very tree of the inspected HEAD, so what the reviewer explores is what would land.
+    """
+    head = change.head
+    if head is None or change.problem is not None:
+        raise ReviewRefused("only a change without a problem is put to review.")
+    if len(change.patch) != change.size or _digest(change.patch) != change.digest:
+        raise ReviewRefused("only part of the patch is at hand; it cannot be reviewed whole.")
+    review = prepare_clone(repo, dest, branch, base=change.base)
+    with _scratch() as home:
+        try:
+            patch = home / "change.patch"
+            patch.write_bytes(change.patch)
+            applied = _git_clone(review, home, "apply", "--index", "--", str(patch))
+            if applied.code != 0:
+                said = _last_line(applied.stderr) or "no message"
+                raise ReviewRefused(f"the patch does not apply to {change.base[:12]}: {said}")
+            _check(
+                _git_clone(
+                    review,
+                    home,
+                    "commit",
+                    "--quiet",
+                    "--no-verify",
+                    "--allow-empty",
+                    "-m",
+                    f"The change under review ({change.digest})",
+                )
+            )
+            tree = _resolve(_git_clone(review, home, "rev-parse", "--verify", "HEAD^{tree}"))
+            if tree is None or tree != change.tree:
+                raise ReviewRefused(
+                    f"the patch applied to {change.base[:12]} does not give the tree of "
+                    f"{head[:12]}."
+                )
+        except BaseException:
+            _remove(dest)
+            raise
+    return dest
+
+
 def import_commit(
     repo: Path,
     clone: Clone,
@@ -439,20 +479,6 @@ def discard_ref(repo: Path, ref: str) -> str | None:
     return target
 
 
-def is_protected(path: str) -> bool:
-    """Whether a repository path is one a self-update may not add, change or delete."""
-    lowered = path.lower()
-    parts = lowered.split("/")
-    name = parts[-1]
-    return (
-        any(part in PROTECTED_COMPONENTS for part in parts)
-        or name.startswith(PROTECTED_NAME_PREFIXES)
-        or name.endswith(PROTECTED_SUFFIXES)
-        or lowered.startswith(PROTECTED_DIRS)
-        or lowered in PROTECTED_FILES
-    )
-
-
 # Inspection
 
 
@@ -484,7 +510,8 @@ def _inspect(clone: Clone, home: Path, limit: int) -> Change:
     if head is None:
         return replace(change, problem="the clone's HEAD does not name a commit.")
     branch = _branch(_git_clone(clone, home, "symbolic-ref", "--quiet", "HEAD"))
-    change = replace(change, head=head, branch=branch)
+    tree = _resolve(_git_clone(clone, home, "rev-parse", "--verify", "--quiet", f"{head}^{{tree}}"))
+    change = replace(change, head=head, branch=branch, tree=tree)
     if not _ok(_git_clone(clone, home, "cat-file", "-e", f"{base}^{{commit}}")):
         return replace(change, problem=f"the clone no longer has its base commit {base[:12]}.")
     ancestry = _git_clone(clone, home, "merge-base", "--is-ancestor", base, head)

@@ -20,6 +20,7 @@ from infra.approval_config_parser import parse_approval_rules
 from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 from infra.hook_config_parser import HookConfigError, check_outbound_url, parse_hook_config
 from infra.reflector import ReflectorConfigError, parse_reflector_config
+from infra.self_update_git import DEFAULT_LIMIT_BYTES as INSPECT_LIMIT_BYTES
 
 
 class SettingsError(ValueError):
@@ -96,6 +97,9 @@ class Settings:
     # POST /api/tasks/{id}/review (`operator`), within the timeout.
     self_update_review: str = "agent"
     self_update_review_timeout_s: float = 3600.0
+    # The largest patch an agent reviewer is shown, whole (a larger one fails the cycle
+    # before review); at most the inspect limit, and small enough for one argument.
+    self_update_review_max_bytes: int = 64 * 1024
     # The agent's network: `netns` (a namespace with loopback only, where Tachograph and
     # the `self_update_forward` ports are relayed in; a cycle fails if none can be made),
     # `none` (the host's network), or `auto` (netns where the machine allows one).
@@ -240,6 +244,9 @@ class Settings:
             self_update_review_timeout_s=get.number(
                 "TACHOGRAPH_SELF_UPDATE_REVIEW_TIMEOUT_S", 3600, 1, 7 * 86400, float
             ),
+            self_update_review_max_bytes=get.review_max_bytes(
+                "TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", 64 * 1024
+            ),
             self_update_sandbox=get.choice(
                 "TACHOGRAPH_SELF_UPDATE_SANDBOX", ("auto", "netns", "none"), "auto"
             ).lower(),
@@ -296,6 +303,21 @@ class _Reader:
         if not lo <= value <= hi:
             raise SettingsError(f"{name}: must be between {lo:g} and {hi:g}, got {raw}")
         return float(value)
+
+    def review_max_bytes(self, name: str, default: int) -> int:
+        raw = self.text(name)
+        if raw is None:
+            return default
+        if not (raw.isascii() and raw.isdigit()):
+            raise SettingsError(f"{name}: expected a number of bytes, got {raw!r}")
+        if int(raw) > INSPECT_LIMIT_BYTES:
+            raise SettingsError(
+                f"{name}: must not exceed the patch inspection's limit of "
+                f"{INSPECT_LIMIT_BYTES} bytes, got {raw}"
+            )
+        if int(raw) < 1024:
+            raise SettingsError(f"{name}: must be at least 1024 bytes, got {raw}")
+        return int(raw)
 
     def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
         raw = (self.text(name) or default).lower()

@@ -12,10 +12,12 @@ prepare → implement → inspect → review → commit, each recorded on the ta
   variables the operator allowed (TACHOGRAPH_SELF_UPDATE_ENV). Its token carries the
   self-update tool policy, so every PreToolUse it reports is checked by code first.
 - inspect: the bounded patch of base..HEAD and its SHA-256; no change is a no-op.
-- review: a second run of the agent is shown the patch and must answer with its
-  digest to approve (or, with TACHOGRAPH_SELF_UPDATE_REVIEW=operator, a person
+- review: a second run of the agent, in a fresh checkout with a fresh HOME
+  (scheduler/self_update_review.py), is shown the whole patch and must answer with
+  its digest to approve (or, with TACHOGRAPH_SELF_UPDATE_REVIEW=operator, a person
   answers through POST /api/tasks/{id}/review within the timeout); anything else
-  is a rejection, and nothing is imported.
+  is a rejection, and nothing is imported. A patch too large to be shown whole to
+  an agent reviewer fails the cycle before review.
 - commit: the digest is checked against the clone again immediately before the
   commit is imported as `refs/tachograph/self-update/<taskId>` in the registered
   repository, whose working tree, index and branches are never touched, and only
@@ -48,6 +50,7 @@ from infra import network_jail
 from infra.executor import RunResult, describe_exit
 from infra.self_update_git import (
     Change,
+    Clone,
     GitError,
     ImportRefused,
     checkout_state,
@@ -55,6 +58,14 @@ from infra.self_update_git import (
     import_commit,
     inspect_change,
     prepare_clone,
+)
+from scheduler.self_update_review import (
+    held_clone,
+    instructions_above,
+    make_reviewer_tree,
+    review_area,
+    review_prompt,
+    unreviewable,
 )
 
 if TYPE_CHECKING:
@@ -65,13 +76,6 @@ log = logging.getLogger(__name__)
 
 # What reaches the agent from the server's environment when nothing else is allowed.
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
-REVIEW_PROMPT = (
-    "Review this change to the workspace, made by an autonomous self-update cycle. "
-    "Approve it only if it is small, safe, correct and does what its summary says. "
-    "To approve, end your final message with the line `APPROVE {digest}` exactly; "
-    "to reject, end it with `REJECT: <reason>`.\n\nPatch (SHA-256 {digest}):\n\n{patch}"
-)
-PATCH_IN_PROMPT_BYTES = 64 * 1024
 REVIEW_POLL_S = 0.5
 
 
@@ -93,6 +97,7 @@ class SelfUpdateAttempt:
             / str(claim.attempt)
         )
         self.jail: Jail | None = None
+        self.instructions: dict[str, str] = {}
 
     def run(self) -> None:
         try:
@@ -102,6 +107,7 @@ class SelfUpdateAttempt:
                 self.jail.close()
             # The evidence is in the log; the clone and its HOME are not kept.
             shutil.rmtree(self.base, ignore_errors=True)
+            shutil.rmtree(held_clone(self.base), ignore_errors=True)
 
     # Phases
 
@@ -150,6 +156,7 @@ class SelfUpdateAttempt:
             self.claim, Binding(policy=SELF_UPDATE_POLICY, root=str(clone.path))
         )
         env = self._contained_env(token, home)
+        self.instructions = instructions_above(clone.path)  # the operator's, if any
 
         result = self._agent(self.claim.prompt, clone.path, env)
         if not _succeeded(result):
@@ -169,14 +176,22 @@ class SelfUpdateAttempt:
             self._phase("inspect", "failed", _inspected(change))
             self._fail("validation", f"inspection refused the change: {change.problem}")
             return
-        by_operator = self.executor.settings.self_update_review == "operator"
+        settings = self.executor.settings
+        by_operator = settings.self_update_review == "operator"
         reviewer = {"review_by": "operator" if by_operator else "agent"}
+        too_big = (
+            None if by_operator else unreviewable(change, settings.self_update_review_max_bytes)
+        )
+        if too_big is not None:
+            self._phase("inspect", "failed", {**_inspected(change), **reviewer, "problem": too_big})
+            self._fail("validation", f"the change cannot be reviewed: {too_big}")
+            return
         self._phase("inspect", "ok", {**_inspected(change), **reviewer})
         if by_operator:
             self.executor.revoke_token(self.claim)  # the agent's part is over
             approved, evidence = self._operator_review(change)
         else:
-            approved, evidence = self._agent_review(change, clone.path, env)
+            approved, evidence = self._agent_review(change, clone, env)
         if approved is None:
             return  # stopped (cancelled or shutting down) while waiting: already settled
         if not approved:
@@ -204,20 +219,32 @@ class SelfUpdateAttempt:
     # Review
 
     def _agent_review(
-        self, change: Change, clone: Path, env: dict[str, str]
-    ) -> tuple[bool, dict[str, Any]]:
-        """A second run of the agent must answer with the digest it was shown."""
-        self.writer.new_run()  # the verdict must be the reviewer's own words
-        review = self._agent(_review_prompt(change), clone, env)
+        self, change: Change, clone: Clone, env: dict[str, str]
+    ) -> tuple[bool | None, dict[str, Any]]:
+        """A second run of the agent, in a fresh checkout of exactly the patch with a fresh
+        HOME, must answer with the digest it was shown."""
+        evidence: dict[str, Any] = {"digest": change.digest, "by": "agent"}
+        review = None
+        try:
+            with review_area(self.base, clone.path) as area:
+                unfit = make_reviewer_tree(
+                    self.checkout, change, area.tree, clone.branch, self.instructions
+                )
+                if unfit is None:
+                    self.writer.new_run()  # the verdict must be the reviewer's own words
+                    env = area.env(env, self.base)
+                    review = self._agent(review_prompt(change), area.tree, env)
+        except OSError as exc:
+            unfit = ("infrastructure", f"the reviewer's area could not be made: {exc}")
+        if unfit is not None or review is None:
+            kind, reason = unfit or ("infrastructure", "the reviewer did not run")
+            self._phase("review", "failed", {**evidence, "reason": reason})
+            self._fail(kind, f"the change was not reviewed: {reason}")
+            return None, evidence
         verdict = self.writer.stream.outcome or ""
         self.executor.revoke_token(self.claim)
         approved = _succeeded(review) and f"APPROVE {change.digest}" in verdict
-        evidence = {
-            "digest": change.digest,
-            "by": "agent",
-            "verdict": verdict[-2000:],
-            "exit": _exit(review),
-        }
+        evidence.update(verdict=verdict[-2000:], exit=_exit(review))
         return approved, evidence
 
     def _operator_review(self, change: Change) -> tuple[bool | None, dict[str, Any]]:
@@ -459,10 +486,6 @@ def _inspected(change: Change) -> dict[str, Any]:
         "files": [[status, path] for status, path in change.files],
         "commits": change.commits,
         "problem": change.problem,
-        "patch": change.patch.decode("utf-8", errors="replace"),
+        # Every byte, as the reviewer is shown it: not UTF-8 as \xNN.
+        "patch": change.patch.decode("utf-8", errors="backslashreplace"),
     }
-
-
-def _review_prompt(change: Change) -> str:
-    patch = change.patch[:PATCH_IN_PROMPT_BYTES].decode("utf-8", errors="replace")
-    return REVIEW_PROMPT.format(digest=change.digest, patch=patch)

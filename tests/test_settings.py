@@ -33,6 +33,8 @@ def test_defaults() -> None:
         ("TACHOGRAPH_CODER_HOOK_SECRET", "short"),
         ("TACHOGRAPH_NO_SIGNAL_GRACE_S", "soon"),
         ("TACHOGRAPH_DATABASE_SCHEMA", "bad-name;drop"),
+        ("TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", "64k"),
+        ("TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", "100"),
     ],
 )
 def test_malformed_value_names_the_variable(name: str, value: str) -> None:
@@ -55,18 +57,37 @@ def test_database_url_is_parsed() -> None:
     )
 
 
-def test_cli_refuses_to_start_with_one_line_naming_the_variable(tmp_path: object) -> None:
+def refused_start(env: dict[str, str]) -> list[str]:
+    """What `serve` says when it refuses to start with these variables (exit 2)."""
     result = subprocess.run(
         [sys.executable, "-m", "cli.main", "serve"],
-        env={"TACHOGRAPH_TASK_CONCURRENCY": "lots", "PATH": "/usr/bin:/bin"},
+        env={**env, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
+    return result.stderr.strip().splitlines()
+
+
+def test_cli_refuses_to_start_with_one_line_naming_the_variable(tmp_path: object) -> None:
+    lines = refused_start({"TACHOGRAPH_TASK_CONCURRENCY": "lots"})
     assert len(lines) == 1
     assert "TACHOGRAPH_TASK_CONCURRENCY" in lines[0]
+
+
+def test_a_review_limit_above_the_inspect_limit_refuses_start_in_one_line() -> None:
+    # A reviewer may be shown less than inspection lets through only by failing the
+    # cycle; a limit above what inspection allows is a configuration mistake.
+    assert Settings.from_env({}).self_update_review_max_bytes == 64 * 1024
+    whole = {"TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES": "262144"}
+    assert Settings.from_env(whole).self_update_review_max_bytes == 256 * 1024
+    lines = refused_start({"TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES": "262145"})
+    assert lines == [
+        "tachograph: configuration error: "
+        "TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES: must not exceed the patch inspection's "
+        "limit of 262144 bytes, got 262145"
+    ], lines
 
 
 def test_bad_hook_configuration_refuses_start_naming_the_json_path() -> None:

@@ -53,8 +53,9 @@ def repo(settings: Settings) -> Path:
 @contextmanager
 def cycle_client(settings: Settings, **extra: Any) -> Iterator[TestClient]:
     """The app with the stand-in agent as its executor and the repository registered."""
+    state = settings.data_dir.parent / "agent-state"  # outside what the jail hides
     configured = settings.with_(
-        task_command=(sys.executable, AGENT, "{prompt}"),
+        task_command=(sys.executable, AGENT, "{prompt}", str(state)),
         task_poll_interval_s=0.05,
         task_kill_grace_s=0.3,
         task_timeout_s=60.0,
@@ -191,14 +192,18 @@ def test_a_wrong_digest_is_a_rejection(api: TestClient, repo: Path, tmp_path: Pa
     assert git(repo, "for-each-ref", "refs/tachograph") == ""
 
 
-def test_a_clone_changed_after_review_is_not_imported(
+def test_the_reviewer_cannot_change_the_clone_it_approves(
     api: TestClient, repo: Path, tmp_path: Path
 ) -> None:
+    # The reviewer amends the commit at the path the implementer worked in: that is its
+    # own checkout by then, while the clone waits out of its reach. A change after
+    # review would still be refused by the commit phase's digest check
+    # (tests/autonomy/test_self_update_git.py).
     task, flow = cycle(api, tmp_path, implement="commit", review="tamper")
-    assert phases(flow)[-1] == ("commit", "failed")
-    assert "digest" in flow["phases"][-1]["evidence"]["reason"]
-    assert task["status"] == "failed"
-    assert git(repo, "for-each-ref", "refs/tachograph") == ""
+    assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
+    ref = f"refs/tachograph/self-update/{task['id']}"
+    assert git(repo, "show", f"{ref}:CHANGELOG.md") == "- tidy the docs\n"
+    assert flow["commit"] == git(repo, "rev-parse", ref).strip()
 
 
 def test_remotes_changed_during_the_cycle_are_refused(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from domain.protected_paths import is_protected
 from infra import self_update_git as sug
 from infra.self_update_git import (
     Clone,
@@ -22,7 +23,6 @@ from infra.self_update_git import (
     discard_ref,
     import_commit,
     inspect_change,
-    is_protected,
     prepare_clone,
 )
 
@@ -546,6 +546,27 @@ def test_a_head_moved_off_the_cycle_branch_is_a_problem(clone: Clone, where: str
         ".gitmodules",
         ".claude/settings.json",
         ".mcp.json",
+        # What instructs or configures an agent, the reviewer among them.
+        "CLAUDE.md",
+        "docs/CLAUDE.md",
+        "CLAUDE.local.md",
+        "AGENTS.md",
+        "src/pkg/Agents.md",
+        "AGENTS.override.md",
+        "GEMINI.md",
+        ".claude/CLAUDE.md",
+        ".claude/commands/deploy.md",
+        "src/.claude/agents/helper.md",
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".gemini/GEMINI.md",
+        ".github/copilot-instructions.md",
+        ".github/hooks/hooks.json",
+        # Git attributes, hooks and config.
+        ".gitattributes",
+        "src/.gitattributes",
+        ".githooks/pre-commit",
+        "vendor/.gitmodules",
     ],
 )
 def test_a_patch_touching_a_protected_path_is_a_problem(
@@ -592,6 +613,7 @@ def test_attributes_the_agent_wrote_cannot_hide_a_text_change_from_the_reviewer(
     change = inspect_change(clone)
     assert b"+    return 'exfiltrate'" in change.patch
     assert b"GIT binary patch" not in change.patch
+    assert change.problem == "the patch touches a protected path: .gitattributes."
 
 
 def test_a_git_dir_that_borrows_objects_is_refused(repo: Path, clone: Clone) -> None:
@@ -615,10 +637,12 @@ def test_commands_planted_in_the_clone_and_the_checkout_do_not_run(
     hook, hook_ran = marker_script(tmp_path, "hook")
     included = tmp_path / "included.config"
     included.write_text(f"[core]\n\tfsmonitor = {fsmonitor}\n")
-    (clone.path / ".gitattributes").write_text("* diff=evil filter=evil\n")
     (clone.path / "src" / "app.py").write_text("def main():\n    return 42\n")
     commit_all(clone)
     git_dir = clone.path / ".git"
+    # Not a committed .gitattributes: that is a protected path, refused on its own.
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "info" / "attributes").write_text("* diff=evil filter=evil\n")
     with (git_dir / "config").open("a") as config:
         config.write(
             f"[core]\n\tfsmonitor = {fsmonitor}\n"
@@ -644,6 +668,7 @@ def test_commands_planted_in_the_clone_and_the_checkout_do_not_run(
     assert change.problem is None, change.problem
     assert b"+    return 42" in change.patch  # the real content, not a textconv rendering
     assert "config" in change.restored and "hooks/reference-transaction" in change.restored
+    assert "info/attributes" in change.restored
     assert list((git_dir / "hooks").iterdir()) == []
     with (git_dir / "config").open("a") as config:  # planted again after inspection
         config.write(f"[core]\n\tfsmonitor = {fsmonitor}\n[include]\n\tpath = {included}\n")

@@ -110,7 +110,7 @@ def running_site(base: Path, **extra: Any) -> Iterator[WorkflowSite]:
         data_dir=base / "data",
         workspace_root=root,
         api_key=API_KEY,
-        task_command=(sys.executable, AGENT, "{prompt}"),
+        task_command=(sys.executable, AGENT, "{prompt}", str(base / "agent-state")),
         task_poll_interval_s=0.1,
         task_kill_grace_s=1.0,
         task_timeout_s=60.0,
