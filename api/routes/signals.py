@@ -36,7 +36,7 @@ def record_signal(
     bound = principal.binding.session_id
     session_id = body.sessionId or (UUID(bound) if bound is not None else None)
     if session_id is not None:
-        authorize_session(principal, session_id, services.session_workspace, SIGNALS_ROUTE)
+        authorize_session(principal, session_id, services.session_target, SIGNALS_ROUTE)
     actor = principal.actor
     recorded, created = autonomy_of(services).signals.record(
         body.agentId,
