@@ -127,10 +127,6 @@ class Services:
         self.store.close()
         self.app.close()
 
-    def session_workspace(self, session_id: UUID) -> str | None:
-        """The workspace a session lives in, None for a session not created yet."""
-        return session_workspace(self.app, self._session_workspaces, session_id)
-
     def session_target(self, session_id: UUID) -> SessionTarget:
         """What `session_id` names: a Session's workspace, another aggregate, or nothing."""
         return session_target(self.app, self._session_workspaces, session_id)

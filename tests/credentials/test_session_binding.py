@@ -3,7 +3,8 @@
 Naming as its session a task's, a dispatch's or a workspace's id, or a session of
 another workspace, is 403 naming what is wrong on every route that takes a session (the
 events route, Claude Code's, and the other runtimes' with x-tachograph-session-id), and
-records nothing: not the first time, nor once the id is known to the process.
+records nothing: not the first time, nor once the id is known to the process. The
+signals route checks the session a signal names the same way.
 """
 
 from __future__ import annotations
@@ -110,6 +111,20 @@ def test_a_workspace_token_cannot_name_anything_but_its_workspaces_sessions(
         # Its own workspace's session takes the same request.
         written = team.write(route, team.inside, team.token)
         assert written.status_code == 200, (route, written.text)
+    # A signal names its session too.
+    signal = {"agentId": "claude", "traceId": "t1", "kind": "failure", "goal": "build"}
+    for named, problem in refusals.items():
+        before = log_head(team.client)
+        refused = team.client.post(
+            "/api/autonomy/signals", json={**signal, "sessionId": named}, headers=team.token
+        )
+        assert refused.status_code == 403 and problem in refused.json()["message"], refused.text
+        assert log_head(team.client) == before
+    about_own = {**signal, "sessionId": team.inside}
+    assert (
+        team.client.post("/api/autonomy/signals", json=about_own, headers=team.token).status_code
+        == 201
+    )
 
 
 def test_no_caller_records_events_under_an_aggregate_that_is_not_a_session(
