@@ -21,7 +21,7 @@ from domain.application import Tachograph
 from domain.dispatch_facts import RECORD_FULL
 from domain.ids import forget_buffered_ids
 from domain.key_service import KeyService
-from domain.session import Session
+from domain.session import Session, SessionTarget
 from infra.approval_notify import ApprovalNotifier, notify_handler
 from infra.approval_wakeups import PgApprovalWakeups
 from infra.event_store import open_application, schema_lock
@@ -127,9 +127,14 @@ class Services:
         self.store.close()
         self.app.close()
 
-    def session_workspace(self, session_id: UUID) -> str | None:
-        """The workspace a session lives in, None for a session not created yet."""
-        return session_workspace(self.app, self._session_workspaces, session_id)
+    def session_target(self, session_id: UUID) -> SessionTarget:
+        """What `session_id` names: a Session's workspace, another aggregate, or nothing."""
+        return session_target(self.app, self._session_workspaces, session_id)
+
+    def known_session_target(self, session_id: UUID) -> SessionTarget | None:
+        """The same from memory alone (a session looked up before); None: ask the log."""
+        workspace = self._session_workspaces.get(session_id)
+        return SessionTarget(workspace) if workspace is not None else None
 
     def locked_title(self, session_id: UUID) -> str | None:
         """The title an operator gave a session (POST or PATCH), None when it has none.
@@ -287,23 +292,30 @@ def _recorded(
 
 
 def session_workspace(app: Tachograph, known: dict[UUID, str], session_id: UUID) -> str | None:
-    """The workspace a session lives in, from the log; None for a session not created yet.
+    """The workspace a session lives in, from the log; None for a session not created yet."""
+    return session_target(app, known, session_id).workspace
 
-    Sessions never move, so each answer is kept in `known` (bounded) once found.
+
+def session_target(app: Tachograph, known: dict[UUID, str], session_id: UUID) -> SessionTarget:
+    """What `session_id` names in the log: a Session (its workspace), another aggregate
+    (its kind) or nothing.
+
+    Sessions never move, so each Session's workspace is kept in `known` (bounded) once
+    found: the hook routes check a bound token against it without a read.
     """
     found = known.get(session_id)
     if found is not None:
-        return found
+        return SessionTarget(found)
     try:
         session: object = app.repository.get(session_id)
     except AggregateNotFoundError:
-        return None
+        return SessionTarget()
     if not isinstance(session, Session):
-        return None
+        return SessionTarget(kind=type(session).__name__)
     if len(known) >= _SESSION_WORKSPACES_KEPT:
         known.clear()
     known[session_id] = session.workspace
-    return session.workspace
+    return SessionTarget(session.workspace)
 
 
 def freeze_startup_heap() -> None:

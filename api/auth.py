@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
+from typing import Protocol
 from uuid import UUID
 
 from fastapi import FastAPI, Request
@@ -20,6 +22,7 @@ from api.errors import ApiError
 from api.metrics import FORBIDDEN, UNAUTHORIZED
 from api.middleware import RUNTIME_HOOK_PATH, send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
+from domain.session import SessionTarget
 from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
 
 PRINCIPAL = "tachograph.principal"
@@ -129,41 +132,72 @@ def bound_workspace(principal: Principal, header: str | None, route: str) -> str
     return own
 
 
-def may_write_session(
-    principal: Principal, session_id: UUID, workspace_of: Callable[[UUID], str | None]
-) -> bool:
-    """Whether this caller may write hook events into the session (agent tokens: bound)."""
+class SessionTargets(Protocol):
+    """Where a write's session id is looked up (bootstrap.Services)."""
+
+    def session_target(self, session_id: UUID) -> SessionTarget:
+        """What the id names, from the log when not remembered."""
+
+    def known_session_target(self, session_id: UUID) -> SessionTarget | None:
+        """What the id names, from memory alone; None when not remembered."""
+
+
+def write_refusal(
+    principal: Principal, session_id: UUID, target_of: Callable[[UUID], SessionTarget]
+) -> str | None:
+    """What this caller may not write hook events into, None when it may.
+
+    A session-bound token writes only to its session (a Session when issued). A
+    workspace-bound one writes only to Sessions of its workspace, or to an id nothing
+    holds yet, which a hook route creates in its workspace (the events route answers
+    404): never to another aggregate's id, which would file events under a task or a
+    dispatch outside any workspace. Other callers are not bound.
+    """
     binding = principal.binding
     if binding.session_id is not None:
-        return str(session_id) == binding.session_id
-    if binding.workspace_id is not None:
-        workspace = workspace_of(session_id)  # None: a new session, created in its own
-        return workspace is None or workspace == binding.workspace_id
-    return True
+        return None if str(session_id) == binding.session_id else f"session {session_id}"
+    if binding.workspace_id is None:
+        return None
+    target = target_of(session_id)
+    if target.kind is not None:
+        return f"{session_id}, which is a {target.kind}, not a session"
+    if target.workspace is not None and target.workspace != binding.workspace_id:
+        return f"session {session_id}, which is in another workspace"
+    return None
 
 
 def authorize_session(
     principal: Principal,
     session_id: UUID,
-    workspace_of: Callable[[UUID], str | None],
+    target_of: Callable[[UUID], SessionTarget],
     route: str,
 ) -> None:
-    """may_write_session, or the 403 naming what the token is bound to."""
-    if not may_write_session(principal, session_id, workspace_of):
-        raise _forbidden_binding(principal, f"session {session_id}", route)
+    """write_refusal, as the 403 naming what the token is bound to and what is wrong."""
+    refused = write_refusal(principal, session_id, target_of)
+    if refused is not None:
+        raise _forbidden_binding(principal, refused, route)
 
 
 async def authorize_session_in_loop(
-    principal: Principal,
-    session_id: UUID,
-    workspace_of: Callable[[UUID], str | None],
-    route: str,
+    principal: Principal, session_id: UUID, targets: SessionTargets, route: str
 ) -> None:
-    """authorize_session from async code: a workspace binding may read the store."""
+    """authorize_session from async code. A workspace-bound token's session is checked
+    against the sessions this process remembers (no read, no thread for a known one);
+    only an id not looked up before is read from the log, in a thread."""
     if principal.binding.workspace_id is None:
-        authorize_session(principal, session_id, workspace_of, route)
-    else:
-        await run_in_threadpool(authorize_session, principal, session_id, workspace_of, route)
+        authorize_session(principal, session_id, targets.session_target, route)
+        return
+    known = targets.known_session_target(session_id)
+    if known is None:
+        await run_in_threadpool(
+            authorize_session, principal, session_id, targets.session_target, route
+        )
+        return
+    authorize_session(principal, session_id, partial(_remembered, known), route)
+
+
+def _remembered(target: SessionTarget, session_id: UUID) -> SessionTarget:
+    return target
 
 
 def _forbidden_binding(principal: Principal, what: str, route: str) -> ApiError:

@@ -180,7 +180,7 @@ async def answer_events(
 ) -> Response:
     """Record a lifecycle event and answer with the combined hook decision."""
     ev = parse_event_body(raw)
-    await authorize_session_in_loop(principal, session_id, services.session_workspace, EVENTS_ROUTE)
+    await authorize_session_in_loop(principal, session_id, services, EVENTS_ROUTE)
     bind_log_context(session_id=session_id)
     ingested = await ingest_in_loop(
         services.ingest,
@@ -299,7 +299,7 @@ async def answer_runtime(
         bound_workspace(principal, hook_header(header("x-tachograph-workspace")), route)
         or DEFAULT_WORKSPACE
     )
-    await authorize_session_in_loop(principal, session_id, services.session_workspace, route)
+    await authorize_session_in_loop(principal, session_id, services, route)
     bind_log_context(session_id=session_id)
     ingested = await ingest_in_loop(
         services.ingest,

@@ -13,9 +13,20 @@ from domain.base import TachographAggregate, declare_event_versions
 from domain.ids import random_id, stable_id
 
 
-def dispatch_id_for(event_id: str | None) -> UUID:
-    """Deterministic from the client's eventId (so retries dedupe), random without one."""
-    return stable_id("hook-dispatch", event_id) if event_id else random_id()
+def dispatch_id_for(session_id: UUID, event_id: str | None) -> UUID:
+    """Deterministic from the session and the client's eventId, random without one.
+
+    An eventId is the client's key within its session: a retry there finds its dispatch,
+    the same eventId in another session is another event. The kind differs from the
+    legacy one's, so no (session, eventId) pair can name a dispatch recorded under it.
+    """
+    return stable_id("session-dispatch", str(session_id), event_id) if event_id else random_id()
+
+
+def legacy_dispatch_id(event_id: str) -> UUID:
+    """The id earlier releases derived from the eventId alone, one namespace for every
+    session; their dispatches keep it (ingest/service.py finds them for a retry)."""
+    return stable_id("hook-dispatch", event_id)
 
 
 class HookDispatch(TachographAggregate):

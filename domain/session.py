@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -130,3 +131,12 @@ declare_event_versions(
     MessagesSaved=1,
     Deleted=1,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTarget:
+    """What the id a write names as its session is in the log: a Session (its
+    `workspace`), another aggregate (its `kind`, say Task), or nothing yet (both None)."""
+
+    workspace: str | None = None
+    kind: str | None = None

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
-from domain.errors import NotFound
+from domain.errors import Conflict, NotFound
 from domain.hook_dispatch_record import HookDispatch
 from domain.session import Session
 from ingest.group_commit import GroupCommitter
@@ -47,7 +46,7 @@ class AppSessions:
     def create(
         self, session_id: UUID, workspace: str, agent: str | None, agent_session_id: str | None
     ) -> None:
-        with suppress(IntegrityError):  # another request created it first
+        try:
             self.app.create_session(
                 workspace,
                 None,
@@ -56,6 +55,15 @@ class AppSessions:
                 agent_session_id=agent_session_id,
                 session_id=session_id,
             )
+        except IntegrityError:
+            # Another request created it first, unless the id is another aggregate's
+            # (a task's, a dispatch's): events are never recorded as that one's session.
+            found: Aggregate = self.app.repository.get(session_id)
+            if not isinstance(found, Session):
+                raise Conflict(
+                    f"{session_id} is a {type(found).__name__}, not a session.",
+                    sessionId=str(session_id),
+                ) from None
 
     def open(self, workspace: str, title: str | None, actor: str) -> tuple[UUID, int | None]:
         recorded = self.app.create_session(workspace, title, actor)

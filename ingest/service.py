@@ -45,7 +45,12 @@ from domain.hook_dispatch import (
     match_key,
     redact_tool_input,
 )
-from domain.hook_dispatch_record import HookDispatch, creation_event, dispatch_id_for
+from domain.hook_dispatch_record import (
+    HookDispatch,
+    creation_event,
+    dispatch_id_for,
+    legacy_dispatch_id,
+)
 from domain.learned_delivery import combine
 from domain.lifecycle import REPORTED_FIELDS, LifecycleEvent
 from domain.session import Session
@@ -204,12 +209,12 @@ class HookIngest:
             self.require_session(session_id)
         else:
             self.ensure_session(session_id, create_in, ev)
-        dispatch_id = dispatch_id_for(ev.event_id)
+        dispatch_id = dispatch_id_for(session_id, ev.event_id)
         handlers = self._handlers_for(ev)
         if ev.event_id and (handlers or self.approvals.may_hold(ev)):
             # Don't re-run handlers (or ask an operator again) for a retried event: answer
             # with the stored decision.
-            stored = self._stored(dispatch_id, ev, render)
+            stored = self._stored(session_id, dispatch_id, ev, render, legacy=True)
             if stored is not None:
                 return stored
         session = self._sessions.load(session_id) if ev.event == "Stop" and handlers else None
@@ -288,7 +293,7 @@ class HookIngest:
         try:
             position = self._append(session_id, ev, dispatch_id, decision, created, session)
         except IntegrityError:
-            stored = self._stored(dispatch_id, ev, render)
+            stored = self._stored(session_id, dispatch_id, ev, render)
             if stored is not None:
                 return stored
             raise
@@ -325,7 +330,7 @@ class HookIngest:
         if session_id not in self.known or self._handlers_for(ev) or self.approvals.may_hold(ev):
             return False
         received = self._clock()
-        dispatch_id = dispatch_id_for(ev.event_id)
+        dispatch_id = dispatch_id_for(session_id, ev.event_id)
         decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
         delivered, carried = self._with_learned(session_id, ev, decision)
         answer, note = render(ev.event, delivered) if render is not None else (None, None)
@@ -523,10 +528,29 @@ class HookIngest:
         return self._dispatches.record(dispatch_id, [created, *session.collect_events()])
 
     def _stored(
-        self, dispatch_id: UUID, ev: LifecycleEvent, render: Render | None
+        self,
+        session_id: UUID,
+        dispatch_id: UUID,
+        ev: LifecycleEvent,
+        render: Render | None,
+        *,
+        legacy: bool = False,
     ) -> Ingested | None:
+        """The answer a retried event got, from its stored dispatch; None when none.
+
+        `legacy`: also look under the id earlier releases gave the eventId (one for every
+        session), and take what is there only when that dispatch is of this very session:
+        a retry that crosses an upgrade still gets its stored decision, while another
+        session's event with the same eventId is never answered from it. Only the paths
+        that read the log before deciding look (handlers to run, a call an operator may
+        hold); the hot path does not spend a read on it, so a retry across an upgrade of
+        an event no handler matches is recorded once more (docs/hooks.md).
+        """
         stored = self._dispatches.stored(dispatch_id)
-        if stored is None:
+        if stored is None and legacy and ev.event_id:
+            dispatch_id = legacy_dispatch_id(ev.event_id)
+            stored = self._dispatches.stored(dispatch_id)
+        if stored is None or stored.session_id != session_id:
             return None
         decision = Decision(
             stored_outcome(stored.outcome),

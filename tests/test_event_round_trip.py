@@ -144,7 +144,7 @@ def hook_audit_retention_lifecycle() -> Iterator[Aggregate]:
 
 def hook_dispatch_created() -> Iterator[Aggregate]:
     yield HookDispatch(
-        dispatch_id=dispatch_id_for("evt-1"),
+        dispatch_id=dispatch_id_for(tid("session"), "evt-1"),
         session_id=tid("session"),
         event_name="PreToolUse",
         event_id="evt-1",

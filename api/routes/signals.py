@@ -78,7 +78,8 @@ def signal_workspace(
     """The workspace the signal's evidence arose in, after checking that the caller may
     report it: an agent token only about its own session (of its binding) and agent;
     other keys about any session or registered workspace."""
-    workspace = services.session_workspace(session_id) if session_id is not None else None
+    # A Task's or any other aggregate's id is no session: it has no workspace here.
+    workspace = services.session_target(session_id).workspace if session_id is not None else None
     if principal.role == AGENT:
         own = principal.binding.session_id or f"workspace {principal.binding.workspace_id!r}"
         if session_id is None:
@@ -93,7 +94,7 @@ def signal_workspace(
                 f"This agent token is bound to {own}; session {session_id} is not one of its "
                 "sessions, so it cannot submit signals about it.",
             )
-        authorize_session(principal, session_id, services.session_workspace, SIGNALS_ROUTE)
+        authorize_session(principal, session_id, services.session_target, SIGNALS_ROUTE)
         foreign = _foreign_trace(principal, session_id, body.traceId)
         if foreign is not None:
             raise _refused(

@@ -91,7 +91,9 @@ def test_exit_zero_completes_with_the_last_text_and_activity(
     assert "TACHOGRAPH_DATABASE_URL" not in env
     # TaskStart and TaskStop went through the hook gateway with the attempt's turnId.
     for event in ("TaskStart", "TaskStop"):
-        dispatch_id = dispatch_id_for(f"{env['TACHOGRAPH_TURN_ID']}:{event}")
+        dispatch_id = dispatch_id_for(
+            UUID(done["sessionId"]), f"{env['TACHOGRAPH_TURN_ID']}:{event}"
+        )
         dispatch = wait_until(functools.partial(dispatched, executing, dispatch_id))
         assert isinstance(dispatch, HookDispatch)
         assert (dispatch.event_name, dispatch.turn_id) == (event, env["TACHOGRAPH_TURN_ID"])
