@@ -10,12 +10,13 @@ from fastapi import APIRouter, Query, Response
 from api.auth import authorize_session
 from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
 from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
+from api.input_limits import StrictJSONRoute
 from api.routes.autonomy_settings import autonomy_of
 from bootstrap import Services
 from domain.errors import NotFound
 from projections.signals import get_signal, list_signals
 
-router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"])
+router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"], route_class=StrictJSONRoute)
 
 
 def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:
