@@ -209,9 +209,9 @@ def as_stored_earlier(services: Services, template: int, session_id: str, text: 
     return position
 
 
-def poison_the_log(services: Services, session_id: str) -> tuple[int, int]:
-    """A tool input holding NaN and ±Infinity, and a prompt holding lone surrogates, stored
-    as releases before strict JSON stored them; their positions."""
+def stored_numbers(services: Services, session_id: str) -> int:
+    """A tool input holding NaN and ±Infinity, stored as releases before strict JSON did
+    (the library's encoder writes them as bare NaN and Infinity); its position."""
     tool = LifecycleEvent(
         event="PreToolUse",
         turn_id="t1",
@@ -221,54 +221,77 @@ def poison_the_log(services: Services, session_id: str) -> tuple[int, int]:
     )
     numbers = services.ingest.ingest(uuid.UUID(session_id), tool, actor="earlier-release")
     assert numbers.position is not None
-    template_session = uuid.uuid4()
+    return numbers.position
+
+
+def stored_surrogates(services: Services, session_id: str) -> int:
+    """A prompt holding lone surrogates, stored as `\\ud800` escapes; its position."""
     prompt = LifecycleEvent(event="UserPromptSubmit", turn_id="t0", prompt="say MARKER")
     template = services.ingest.ingest(
-        template_session, prompt, actor="earlier-release", create_in="default"
+        uuid.uuid4(), prompt, actor="earlier-release", create_in="default"
     )
     assert template.position is not None
-    text = as_stored_earlier(services, template.position, session_id, "\\ud800 and \\udfff")
-    return numbers.position, text
+    return as_stored_earlier(services, template.position, session_id, "\\ud800 and \\udfff")
 
 
-def test_events_stored_with_non_json_values_read_back_as_json(
+def test_stored_nan_and_infinity_read_back_as_json_strings(
     strict_client: TestClient, settings: Settings
 ) -> None:
     services: Services = strict_client.app.state.services  # type: ignore[attr-defined]
     session_id = session(strict_client)
-    numbers, text = poison_the_log(services, session_id)
-    stored = {n.id: n.state for n in read_events(services.app, 0, 500)}
-    assert b'"nan":NaN' in stored[numbers] and b"\\ud800" in stored[text]  # as stored
-    assert services.runner.wait_for(text, 15), "a projection is jammed"
+    position = stored_numbers(services, session_id)
+    event = reads_back_as_json(strict_client, settings, session_id, position, b'"nan":NaN')
+    assert event["data"]["facts"]["input"] == {"nan": "NaN", "inf": "Infinity", "neg": "-Infinity"}
 
-    page = strict(strict_client.get("/api/events").text)["events"]
-    by_position = {e["position"]: e for e in page}
-    facts = by_position[numbers]["data"]["facts"]["input"]
-    assert facts == {"nan": "NaN", "inf": "Infinity", "neg": "-Infinity"}
-    assert by_position[text]["data"]["facts"]["prompt"] == "say \ufffd and \ufffd"
-    ndjson = strict_client.get("/api/events", headers={"accept": "application/x-ndjson"})
+
+def test_stored_lone_surrogates_read_back_as_replacement_characters(
+    strict_client: TestClient, settings: Settings
+) -> None:
+    services: Services = strict_client.app.state.services  # type: ignore[attr-defined]
+    session_id = session(strict_client)
+    position = stored_surrogates(services, session_id)
+    event = reads_back_as_json(strict_client, settings, session_id, position, b"\\ud800")
+    assert event["data"]["facts"]["prompt"] == "say \ufffd and \ufffd"
+    title = strict(strict_client.get(f"/api/sessions/{session_id}").text)["title"]
+    assert "\ufffd" in title
+    streamed = stream_messages(services, position - 1, position)
+    assert any("\ufffd" in str(strict(m)) for m in streamed)
+
+
+def reads_back_as_json(
+    client: TestClient, settings: Settings, session_id: str, position: int, as_stored: bytes
+) -> dict[str, Any]:
+    """Every read of the log answers valid JSON once the event at `position` (stored
+    holding `as_stored`) is in it; the event as GET /api/events shows it."""
+    services: Services = client.app.state.services  # type: ignore[attr-defined]
+    stored = {n.id: n.state for n in read_events(services.app, 0, 500)}
+    assert as_stored in stored[position]  # written as an earlier release wrote it
+    assert services.runner.wait_for(position, 15), "a projection is jammed"
+
+    page = client.get("/api/events")
+    assert page.status_code == 200, page.text
+    by_position = {e["position"]: e for e in strict(page.text)["events"]}
+    ndjson = client.get("/api/events", headers={"accept": "application/x-ndjson"})
     assert ndjson.status_code == 200
     assert [strict(line)["position"] for line in ndjson.text.splitlines()] == sorted(by_position)
-
     for path in (
         f"/api/sessions/{session_id}",
         f"/api/sessions/{session_id}/timeline",
         f"/api/sessions/{session_id}/timeline?source=log",
         f"/api/sessions/{session_id}/hooks",
-        f"/api/streams/{by_position[numbers]['aggregateId']}",
-        f"/api/streams/{by_position[text]['aggregateId']}/state",
+        f"/api/streams/{by_position[position]['aggregateId']}",
+        f"/api/streams/{by_position[position]['aggregateId']}/state",
         "/api/activity",
         "/api/sessions",
     ):
-        response = strict_client.get(path)
+        response = client.get(path)
         assert response.status_code == 200, (path, response.text)
         strict(response.text)
-    assert "\ufffd" in strict(strict_client.get(f"/api/sessions/{session_id}").text)["title"]
 
-    export = strict_client.get(f"/api/sessions/{session_id}/export")
+    export = client.get(f"/api/sessions/{session_id}/export")
     assert export.status_code == 200, export.text
     records = [strict(line) for line in export.text.splitlines()]
-    assert {numbers, text} <= {r["position"] for r in records}
+    assert position in {r["position"] for r in records}
     for record in records:  # the stored bytes, unchanged, still link into the chain
         payload = record["stored"]["data"].encode()
         assert payload == stored[record["position"]]
@@ -282,14 +305,11 @@ def test_events_stored_with_non_json_values_read_back_as_json(
         )
         assert link == record["link"]
 
-    streamed = stream_messages(services, numbers - 1, text)
-    assert any("\ufffd" in str(strict(m)) for m in streamed)
-
     env = env_for(settings)
     exported = run_cli(env, "export")
     assert exported.returncode == 0, exported.stderr
     lines = [strict(line) for line in exported.stdout.splitlines()]
-    assert any(line["data"].get("facts", {}).get("input", {}).get("nan") == "NaN" for line in lines)
+    assert [line["position"] for line in lines] == sorted(by_position)
     session_export = run_cli(env, "export", "--session", session_id)
     assert session_export.returncode == 0, session_export.stderr
     assert len([strict(line) for line in session_export.stdout.splitlines()]) == len(records)
@@ -298,6 +318,7 @@ def test_events_stored_with_non_json_values_read_back_as_json(
     verified = run_cli(env, "verify", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert strict(verified.stdout)["ok"] is True
+    return dict(by_position[position])
 
 
 def stream_messages(services: Services, after: int, until: int) -> list[str]:
