@@ -203,10 +203,11 @@ def as_stored_earlier(services: Services, template: int, session_id: str, text: 
     copy = uuid.uuid4()
     state = state.replace(source_session.hex.encode(), uuid.UUID(session_id).hex.encode())
     state = state.replace(b"@ID@", copy.hex.encode()).replace(b"MARKER", text.encode())
-    (position,) = services.app.recorder.insert_events(
+    positions = services.app.recorder.insert_events(
         [StoredEvent(originator_id=copy, originator_version=1, topic=stored.topic, state=state)]
     )
-    return position
+    assert positions is not None
+    return positions[0]
 
 
 def stored_numbers(services: Services, session_id: str) -> int:
