@@ -200,9 +200,10 @@ def _readable_text(text: str) -> str:
 def dumps_readable(value: Any, **options: Any) -> str:
     """json.dumps that always yields valid JSON text (UTF-8 encodable): see `readable`.
 
-    The common value costs one json.dumps and a scan for surrogates in non-ASCII text.
+    Never ASCII-escaped (an escaped lone surrogate would pass unseen). The common value
+    costs one json.dumps and a scan for surrogates in non-ASCII text.
     """
-    options.setdefault("ensure_ascii", False)
+    options["ensure_ascii"] = False
     try:
         text = json.dumps(value, allow_nan=False, **options)
     except ValueError:  # a non-finite number
