@@ -28,12 +28,12 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from bootstrap import Services
 from domain.lifecycle import LifecycleEvent
-from domain.log_chain import chain_link
 from infra.agent_stream import AgentStream
 from infra.log_reader import read_events
 from infra.settings import Settings
 from services.live_stream import LiveStream, Reads
 from tests.support import env_for
+from tests.test_session_export import recomputed_link, stored_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 CODER_SECRET = "c" * 40
@@ -294,17 +294,8 @@ def reads_back_as_json(
     records = [strict(line) for line in export.text.splitlines()]
     assert position in {r["position"] for r in records}
     for record in records:  # the stored bytes, unchanged, still link into the chain
-        payload = record["stored"]["data"].encode()
-        assert payload == stored[record["position"]]
-        link = chain_link(
-            record["previousLink"],
-            record["position"],
-            record["aggregateId"],
-            record["version"],
-            record["type"],
-            payload,
-        )
-        assert link == record["link"]
+        assert stored_bytes(record) == stored[record["position"]]
+        assert recomputed_link(record) == record["link"]
 
     env = env_for(settings)
     exported = run_cli(env, "export")
