@@ -31,6 +31,15 @@ class ApiError(Exception):
         self.extra = extra
 
 
+class RefusedBody(StarletteHTTPException):
+    """An ApiError raised while FastAPI decodes a body, which it lets through only as an
+    HTTPException (anything else becomes its own generic 400)."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.status, error.message)
+        self.error = error
+
+
 def error_response(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
 
@@ -73,6 +82,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message, **exc.extra)
+
+    @app.exception_handler(RefusedBody)
+    async def refused_body(_: Request, exc: RefusedBody) -> JSONResponse:
+        return await api_error(_, exc.error)
 
     @app.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:

@@ -28,7 +28,7 @@ from api.adapters.runtimes import CLAUDE, Runtime
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
 from api.held_approvals import HeldApprovals
-from api.input_limits import TEXT_CHECKED, TextProblem, loads_checked, plainly_clean
+from api.input_limits import TEXT_CHECKED, json_body
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
 from domain.casing import to_camel
@@ -43,6 +43,7 @@ from services.tool_policy import tool_policy_for
 
 EVENTS_ROUTE = "/api/sessions/{session_id}/events"
 CLAUDE_ROUTE = "/hooks/claude"
+_TEXT_CHECKED = {TEXT_CHECKED: True}
 
 
 # --- answering ------------------------------------------------------------------------
@@ -162,15 +163,10 @@ def decision_body(ingested: Ingested) -> dict[str, Any]:
 
 def parse_event_body(raw: bytes) -> LifecycleEvent:
     """The generic body as a LifecycleEvent; 400 for bad JSON, 422 naming a bad field."""
+    payload = json_body(raw)
+    # The strict decoder checked the text and nesting: the model need not walk it again.
     try:
-        payload = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
-    # The model's text checks walk the whole body; a glance at the bytes can prove
-    # most bodies clean, so that walk runs only when it could find something.
-    context = {TEXT_CHECKED: True} if plainly_clean(raw) else None
-    try:
-        return LifecycleEventBody.model_validate(payload, context=context).to_event()
+        return LifecycleEventBody.model_validate(payload, context=_TEXT_CHECKED).to_event()
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from None
 
@@ -214,13 +210,7 @@ def parse_runtime_body(
     `event` is the event the hook was registered for, when the route names it. 400 for
     a body that is not JSON, 422 for anything else wrong.
     """
-    try:
-        # A glance at the bytes proves most bodies clean; only the others are walked.
-        payload = json.loads(raw) if plainly_clean(raw) else loads_checked(raw)
-    except TextProblem as exc:
-        raise ApiError(422, "validation_error", f"{exc}.") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
+    payload = json_body(raw)
     try:
         ev = runtime.to_event(payload, event)
     except HookPayloadError as exc:

@@ -1,78 +1,43 @@
-"""Input limits beyond field sizes: text every store can hold, bounded nesting, sane queries.
+"""Input limits beyond field sizes: strict JSON bodies every store can hold, sane queries.
 
-Three things a client can send that would otherwise fail deep inside (a 500) or, worse,
-be recorded and then jam a projection for good: a NUL character (PostgreSQL text
-cannot hold it), a lone UTF-16 surrogate (not encodable as UTF-8, so the event cannot
-be saved), and JSON nested so deeply that encoders give up. All are refused at the
-edge with 422 before anything is recorded.
+What a client can send that would otherwise fail deep inside (a 500) or, worse, be
+recorded and then break reads or jam a projection for good: NaN or Infinity (not
+JSON), a NUL character (PostgreSQL text cannot hold it), a lone UTF-16 surrogate (not
+encodable as UTF-8), and JSON nested so deeply that decoders and encoders give up. Every
+JSON body, on every route, goes through the one strict decoder (domain/strict_json.py)
+and is refused before anything is recorded: the FastAPI routes through StrictJSONRoute,
+the hook routes, which read their raw bodies, through `json_body`.
 """
 
 from __future__ import annotations
 
-import json
-import re
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from pydantic import ValidationInfo
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.errors import ApiError, RefusedBody
 from api.middleware import send_error
+from domain.strict_json import (
+    CONSTANT,
+    MAX_JSON_DEPTH,
+    SYNTAX,
+    StrictJSONError,
+    check_json,
+    plainly_clean,
+    strict_loads,
+)
 
-MAX_JSON_DEPTH = 64
+__all__ = ["MAX_JSON_DEPTH", "check_json", "plainly_clean"]
+
 MAX_POSITION = 2**63 - 1  # log positions, versions and revisions are 64-bit in both stores
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class TextProblem(ValueError):
-    """A JSON value no store can hold; the message names where."""
-
-
-def check_json(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Raise TextProblem for NUL, lone surrogates (in keys too) or nesting over `max_depth`."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if isinstance(item, str):
-            _check_text(item, where)
-        elif isinstance(item, dict | list):
-            if depth >= max_depth:
-                top = where.split(".", 1)[0] or "body"
-                raise TextProblem(f"{top}: JSON nested deeper than {max_depth} levels")
-            pairs = item.items() if isinstance(item, dict) else enumerate(item)
-            for key, child in pairs:
-                if isinstance(key, str):
-                    _check_text(key, where or "body")
-                stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
-
-
-def _check_text(text: str, where: str) -> None:
-    where = where if len(where) <= 80 else where[:80] + "…"
-    if "\x00" in text:
-        raise TextProblem(f"{where or 'body'}: NUL characters are not allowed")
-    if not text.isascii() and _SURROGATE.search(text):
-        raise TextProblem(f"{where or 'body'}: lone UTF-16 surrogates are not valid text")
-
 
 # Validation context key: the raw body was already proven clean (see `plainly_clean`).
 TEXT_CHECKED = "json_text_checked"
-
-
-def plainly_clean(raw: bytes) -> bool:
-    """True only if the JSON document `raw` cannot hold anything `check_json` refuses.
-
-    A cheap look at the bytes instead of a walk over the decoded value: NUL and lone
-    surrogates can only arrive as `\\u` escapes, or (json.loads decodes bytes with
-    `surrogatepass`) as UTF-8-style surrogate bytes, which start with 0xED; and a
-    document with at most 64 brackets cannot nest deeper than 64. False means "walk it".
-    """
-    return (
-        json.detect_encoding(raw) == "utf-8"  # UTF-16/32 bodies could carry any code unit
-        and b"\\u" not in raw
-        and b"\xed" not in raw
-        and raw.count(b"{") + raw.count(b"[") <= MAX_JSON_DEPTH
-    )
 
 
 def validate_json_text(data: Any, info: ValidationInfo) -> Any:
@@ -81,19 +46,56 @@ def validate_json_text(data: Any, info: ValidationInfo) -> Any:
         return data
     try:
         check_json(data)
-    except TextProblem as exc:
-        raise PydanticCustomError("invalid_text", str(exc)) from None
+    except StrictJSONError as exc:
+        raise PydanticCustomError("invalid_text", _sentence(exc)) from None
     return data
 
 
-def loads_checked(raw: bytes) -> Any:
-    """json.loads for routes that read their raw body; TextProblem or ValueError on bad input."""
+def json_body(raw: bytes) -> Any:
+    """A request body decoded by the one strict decoder; ApiError naming what is wrong.
+
+    400 `invalid_json` for what is not JSON (including NaN and Infinity), 422
+    `validation_error` for JSON no store can hold or nested too deeply.
+    """
     try:
-        value = json.loads(raw)
-    except RecursionError:
-        raise TextProblem(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
-    check_json(value)
-    return value
+        return strict_loads(raw, refuse_nul=True)
+    except StrictJSONError as exc:
+        raise body_error(exc) from None
+
+
+def body_error(exc: StrictJSONError) -> ApiError:
+    """The API's answer to a refused JSON document."""
+    if exc.kind in (SYNTAX, CONSTANT):
+        return ApiError(400, "invalid_json", f"The request body {exc.problem}.")
+    return ApiError(422, "validation_error", _sentence(exc) + ".")
+
+
+def _sentence(exc: StrictJSONError) -> str:
+    return f"{exc.where or 'The request body'} {exc.problem}"
+
+
+class StrictJSONRequest(Request):
+    """A request whose JSON body FastAPI decodes with the strict decoder."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            try:
+                self._json = json_body(await self.body())
+            except ApiError as exc:
+                raise RefusedBody(exc) from None  # FastAPI passes only HTTPExceptions on
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    """Every API route: bodies decoded strictly (set on each router; tests check all)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict
 
 
 class QueryGuardMiddleware:

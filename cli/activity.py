@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
 from bootstrap import build_services
 from cli.cli_values import BadValue, parse_when, resolve_session
+from domain.strict_json import dumps_readable
 from infra.settings import Settings
 from projections.activity import ActivityQuery, search_activity
 from projections.base import iso
@@ -55,7 +55,7 @@ def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> i
         services.close()
     if args.format == "ndjson":
         for item in items:
-            out.write(json.dumps(item, separators=(",", ":")) + "\n")
+            out.write(dumps_readable(item, separators=(",", ":")) + "\n")
         return 0
     out.write(_row({name: name for name, _ in _COLUMNS}, "summary"))
     for item in items:

@@ -127,11 +127,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the ordered log as NDJSON."""
-    import json
     from contextlib import ExitStack
 
     from fastapi.encoders import jsonable_encoder
 
+    from domain.strict_json import dumps_readable
     from infra.event_store import open_application
     from infra.log_reader import event_record, iter_events
 
@@ -144,7 +144,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         stack.callback(app.close)
         out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
         for n in iter_events(app, after=args.after):
-            out.write(json.dumps(jsonable_encoder(event_record(app, n)), separators=(",", ":")))
+            out.write(dumps_readable(jsonable_encoder(event_record(app, n)), separators=(",", ":")))
             out.write("\n")
             count += 1
     print(f"exported {count} events", file=sys.stderr)
@@ -153,12 +153,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _export_session(settings: Any, session_id: UUID, out_path: str | None) -> int:
     """One session's events with their positions, chain links and stored payloads."""
-    import json
     from contextlib import ExitStack
 
     from fastapi.encoders import jsonable_encoder
 
     from bootstrap import build_services
+    from domain.strict_json import dumps_readable
     from services.session_export import session_export
 
     services = build_services(settings, reading=True)
@@ -171,7 +171,7 @@ def _export_session(settings: Any, session_id: UUID, out_path: str | None) -> in
             return 1
         out = stack.enter_context(open(out_path, "w", encoding="utf-8")) if out_path else sys.stdout
         for record in jsonable_encoder(records):
-            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            out.write(dumps_readable(record, separators=(",", ":")) + "\n")
     print(f"exported {len(records)} events of session {session_id}", file=sys.stderr)
     return 0
 

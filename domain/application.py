@@ -11,12 +11,13 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEventProtocol
-from eventsourcing.persistence import IntegrityError, Recording
+from eventsourcing.persistence import IntegrityError, Recording, Transcoder
 
 from domain.approval import PENDING, Approval
 from domain.errors import AlreadyExists, InvalidState, NotFound, RevisionConflict
 from domain.ids import workspace_id
 from domain.session import Session
+from domain.strict_json import ReadableTranscoder
 from domain.workspace import DEFAULT_WORKSPACE, Workspace
 
 A = TypeVar("A", bound=Aggregate)
@@ -41,6 +42,13 @@ class Tachograph(Application[UUID]):
         self.on_commit: Callable[[int], None] = lambda position: None
         # Told about every durable save (metrics count appended events); wired by bootstrap.
         self.on_recorded: Callable[[list[Recording[UUID]]], None] = lambda recordings: None
+
+    def construct_transcoder(self) -> Transcoder:
+        """The library's JSON transcoder, reading what earlier releases stored (NaN, lone
+        surrogates) as values every read model, route and export can carry."""
+        transcoder = ReadableTranscoder()
+        self.register_transcodings(transcoder)
+        return transcoder
 
     def _notify(self, recordings: list[Recording[UUID]]) -> None:
         super()._notify(recordings)

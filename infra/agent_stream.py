@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from domain.strict_json import StrictJSONError, strict_loads
+
 Record = dict[str, Any]
 
 
@@ -57,8 +59,9 @@ class AgentStream:
         event: Any = None
         if stripped.startswith("{"):
             try:
-                event = json.loads(stripped)
-            except ValueError:
+                # Strict: an agent's NaN, lone surrogate or deep nesting stays text.
+                event = strict_loads(stripped)
+            except StrictJSONError:
                 event = None
         records: list[Record] | None = None
         if isinstance(event, dict):

@@ -22,6 +22,7 @@ from domain.hook_config import (
     HookConfig,
     HookHandler,
 )
+from domain.strict_json import StrictJSONError, strict_loads
 
 LOOPBACK_HOSTS: frozenset[str] = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -53,11 +54,6 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> _JsonObject:
     return obj
 
 
-def _reject_constant(name: str) -> NoReturn:
-    """json constant hook: NaN and Infinity are not JSON."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _fail(path: str, message: str) -> NoReturn:
     """Raise a HookConfigError for `path`."""
     raise HookConfigError(f"{path or '$'}: {message}")
@@ -84,13 +80,11 @@ def _object(value: Any, path: str, allowed: frozenset[str] | None) -> _JsonObjec
 
 
 def _load(raw: str) -> Any:
-    """Decode the document, naming the position of a syntax error."""
+    """Decode the document strictly, naming the problem (and where a syntax error is)."""
     try:
-        return json.loads(raw, object_pairs_hook=_object_pairs, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        _fail("", f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})")
-    except ValueError as exc:
-        _fail("", f"invalid JSON: {exc}")
+        return strict_loads(raw, object_pairs_hook=_object_pairs)
+    except StrictJSONError as exc:
+        _fail("", f"invalid JSON: the document {exc}")
 
 
 def parse_hook_config(

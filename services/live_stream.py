@@ -10,7 +10,6 @@ means a client that reads a GET after a message sees at least what the message s
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import anyio.to_thread
 
 from domain.application import Tachograph
+from domain.strict_json import dumps_readable
 from projections.approvals import get_approval_row
 from projections.base import Envelope
 from projections.hook_audit import session_hook_records
@@ -60,7 +60,7 @@ class Message:
     id: int | None
 
     def encode(self) -> str:
-        return json.dumps(self.data, separators=(",", ":"))
+        return dumps_readable(self.data, separators=(",", ":"))
 
 
 def _aggregate(e: Envelope) -> str:

@@ -47,6 +47,18 @@ def stored_bytes(record: dict[str, Any]) -> bytes:
     return base64.b64decode(stored["data"])
 
 
+def recomputed_link(record: dict[str, Any]) -> str:
+    """The chain link of an export line, from the line alone."""
+    return chain_link(
+        record["previousLink"],
+        record["position"],
+        record["aggregateId"],
+        record["version"],
+        record["type"],
+        stored_bytes(record),
+    )
+
+
 def lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
@@ -74,15 +86,7 @@ def test_a_session_exports_every_event_with_its_checkable_link(
     for record in records:
         payload = stored_bytes(record)
         assert json.loads(payload)  # the payload exactly as the log stores it
-        recomputed = chain_link(
-            record["previousLink"],
-            record["position"],
-            record["aggregateId"],
-            record["version"],
-            record["type"],
-            payload,
-        )
-        assert record["link"] == recomputed, record
+        assert record["link"] == recomputed_link(record), record
     assert KEY not in response.text and "[redacted]" in response.text
     shown = client.get(f"/api/sessions/{session_id}/timeline").json()["items"][0]["calls"]
     assert shown[0]["summary"] == "GITHUB_TOKEN=[redacted] git push --force"

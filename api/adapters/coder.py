@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from api.adapters.claude_code import DENY_REASON, split_fields
 from domain.casing import to_camel
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
+from domain.strict_json import SYNTAX, StrictJSONError, strict_loads
 
 AGENT: Final = "coder"
 SCHEMA_VERSION: Final = 1
@@ -99,7 +99,8 @@ def verify_coder_request(
     issuer: str | None,
     now: float | None = None,
 ) -> CoderRequest:
-    """Verify the bearer JWT, then the body it signs; raise CoderAuthError on any failure."""
+    """Verify the bearer JWT, then the body it signs; raise CoderAuthError on any failure,
+    or StrictJSONError for a signed body that is JSON no route accepts (NaN, too deep)."""
     claims = _decode_token(_bearer_token(authorization), secret, audience, issuer)
     _check_times(claims, time.time() if now is None else now)
     # The hash binds the token to these exact bytes: check it before parsing anything.
@@ -181,8 +182,10 @@ def _check_body_hash(claims: Mapping[str, Any], raw_body: bytes) -> None:
 def _parse_request(raw_body: bytes, claims: dict[str, Any]) -> CoderRequest:
     """Parse `{type, meta, data}` into a CoderRequest."""
     try:
-        body = json.loads(raw_body)
-    except ValueError as exc:
+        body = strict_loads(raw_body, refuse_nul=True)
+    except StrictJSONError as exc:
+        if exc.kind != SYNTAX:
+            raise  # JSON the API refuses on every route: the route names the problem
         raise CoderAuthError("malformed_body", "the body is not JSON") from exc
     if not isinstance(body, dict):
         raise CoderAuthError("malformed_body", "the body is not a JSON object")

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Query
 from pydantic import AfterValidator
 
 from api.deps import Consistent, ServicesDep
-from api.input_limits import MAX_POSITION
+from api.input_limits import MAX_POSITION, StrictJSONRoute
 from projections.activity import ActivityQuery, search_activity
 from projections.base import iso
 
-router = APIRouter(prefix="/api", tags=["activity"])
+router = APIRouter(prefix="/api", tags=["activity"], route_class=StrictJSONRoute)
 
 Text = Annotated[str, Query(min_length=1, max_length=256)]
 ISO_WITH_ZONE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$"

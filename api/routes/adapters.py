@@ -25,13 +25,14 @@ from api.auth import request_principal
 from api.deps import ServicesDep
 from api.errors import ApiError
 from api.hook_calls import answer_claude, answer_runtime, checked, json_answer, settled
-from api.input_limits import TextProblem, check_json
+from api.input_limits import StrictJSONRoute, body_error
 from api.metrics import WEBHOOK_REJECTED
 from domain.lifecycle import EVENT_NAME_PATTERN, agent_session_uuid
+from domain.strict_json import StrictJSONError
 from domain.workspace import DEFAULT_WORKSPACE
 from ingest.service import Ingested
 
-router = APIRouter(prefix="/hooks", tags=["agent adapters"])
+router = APIRouter(prefix="/hooks", tags=["agent adapters"], route_class=StrictJSONRoute)
 
 
 @router.post("/claude", response_model=None)
@@ -59,10 +60,8 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
     except CoderAuthError as exc:
         WEBHOOK_REJECTED.labels(reason=exc.reason).inc()
         raise ApiError(401, "unauthorized", "The webhook signature did not verify.") from None
-    try:
-        check_json({"meta": verified.meta, "data": verified.data})
-    except TextProblem as exc:
-        raise ApiError(422, "validation_error", f"{exc}.") from None
+    except StrictJSONError as exc:
+        raise body_error(exc) from None
     event = checked(coder_to_event(verified))
     session_id = agent_session_uuid(coder_session_key(verified.chat_id))
     budget = settings.coder_hook_timeout_ms / 2000

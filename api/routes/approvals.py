@@ -15,13 +15,14 @@ from pydantic import Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.input_limits import StrictJSONRoute
 from api.schemas import Strict
 from bootstrap import Services
 from domain.approval import APPROVAL_STATES, REASON_LIMIT
 from domain.errors import NotFound
 from projections.approvals import get_approval_row, list_approvals
 
-router = APIRouter(prefix="/api/approvals", tags=["approvals"])
+router = APIRouter(prefix="/api/approvals", tags=["approvals"], route_class=StrictJSONRoute)
 
 ApprovalStatus = Literal["pending", "decided", "expired"]
 assert set(ApprovalStatus.__args__) == set(APPROVAL_STATES)  # type: ignore[attr-defined]

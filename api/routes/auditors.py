@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -10,15 +9,16 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 from fastapi import APIRouter, Header, Query
 from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from api.deps import ServicesDep
-from api.input_limits import MAX_POSITION
+from api.input_limits import MAX_POSITION, StrictJSONRoute
 from domain.base import TachographAggregate
 from domain.errors import NotFound
+from domain.strict_json import dumps_readable
 from infra.log_reader import event_record, read_events, read_stream
 
-router = APIRouter(prefix="/api", tags=["auditors"])
+router = APIRouter(prefix="/api", tags=["auditors"], route_class=StrictJSONRoute)
 
 
 @router.get("/streams/{aggregate_id}")
@@ -82,7 +82,8 @@ def events(
     records = jsonable_encoder([event_record(services.app, n) for n in page])
     next_position = page[-1].id if len(page) == limit else None
     if accept and "application/x-ndjson" in accept:
-        body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        body = "".join(dumps_readable(r, separators=(",", ":")) + "\n" for r in records)
         headers = {"x-tachograph-next": str(next_position) if next_position else ""}
         return Response(body, media_type="application/x-ndjson", headers=headers)
-    return JSONResponse({"events": records, "next": next_position})
+    page_body = dumps_readable({"events": records, "next": next_position}, separators=(",", ":"))
+    return Response(page_body, media_type="application/json")

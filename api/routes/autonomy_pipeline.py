@@ -8,9 +8,10 @@ from fastapi import APIRouter, Query
 
 from api.autonomy_schemas import AgentId
 from api.deps import Consistent, ServicesDep
+from api.input_limits import StrictJSONRoute
 from projections.pipeline import pipeline_summary
 
-router = APIRouter(prefix="/api/autonomy", tags=["autonomy"])
+router = APIRouter(prefix="/api/autonomy", tags=["autonomy"], route_class=StrictJSONRoute)
 
 
 @router.get("/pipeline")

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Response
 from api.autonomy_schemas import AutonomySettingsUpdate
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
+from api.input_limits import StrictJSONRoute
 from bootstrap import Services
 from projections.autonomy import autonomy_settings
 from scheduler.autonomy import AutonomyRuntime
 
-router = APIRouter(prefix="/api/settings/autonomy", tags=["autonomy"])
+router = APIRouter(prefix="/api/settings/autonomy", tags=["autonomy"], route_class=StrictJSONRoute)
 
 _POLICIES = {
     "evolution": "evolution",

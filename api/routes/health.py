@@ -8,8 +8,9 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
+from api.input_limits import StrictJSONRoute
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
 
 @router.get("/api/health", response_model=None)

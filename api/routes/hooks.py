@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -13,16 +12,17 @@ from starlette.responses import Response
 from api.auth import request_principal
 from api.deps import Consistent, ServicesDep
 from api.hook_calls import answer_events
-from api.input_limits import MAX_POSITION
+from api.input_limits import MAX_POSITION, StrictJSONRoute
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
 from domain.errors import NotFound
+from domain.strict_json import dumps_readable
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
 from services.session_export import session_export
 from services.session_timeline import timeline_page
 
-router = APIRouter(prefix="/api/sessions", tags=["hooks"])
+router = APIRouter(prefix="/api/sessions", tags=["hooks"], route_class=StrictJSONRoute)
 
 _BODY = {
     "requestBody": {
@@ -105,5 +105,5 @@ def session_export_ndjson(session_id: UUID, services: ServicesDep) -> Response:
     )
     if not records:
         raise NotFound(f"Session {session_id} has no events.")
-    lines = (json.dumps(r, separators=(",", ":")) + "\n" for r in jsonable_encoder(records))
+    lines = (dumps_readable(r, separators=(",", ":")) + "\n" for r in jsonable_encoder(records))
     return Response("".join(lines), media_type="application/x-ndjson")

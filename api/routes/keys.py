@@ -11,12 +11,13 @@ from pydantic import Field
 
 from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
 from api.errors import ApiError
+from api.input_limits import StrictJSONRoute
 from api.schemas import Slug, Strict
 from domain.credentials import AGENT, Binding, parse_lifetime
 from domain.errors import NotFound
 from projections.api_keys import get_key, list_keys
 
-router = APIRouter(tags=["credentials"])
+router = APIRouter(tags=["credentials"], route_class=StrictJSONRoute)
 
 Label = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
 

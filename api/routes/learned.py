@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Response
 
 from api.autonomy_schemas import AgentId, Promotion, TargetEdit, TargetKey, TargetKind
 from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.input_limits import StrictJSONRoute
 from api.routes.autonomy_settings import autonomy_of
 from api.schemas import Slug
 from bootstrap import Services
@@ -25,7 +26,7 @@ from projections.learned import (
 )
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/api/autonomy", tags=["autonomy"])
+router = APIRouter(prefix="/api/autonomy", tags=["autonomy"], route_class=StrictJSONRoute)
 MAX_POSITION = 2**62
 
 

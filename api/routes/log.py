@@ -7,13 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api.deps import ServicesDep
-from api.input_limits import MAX_POSITION
+from api.input_limits import MAX_POSITION, StrictJSONRoute
 from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
 from infra.log_wire import checkpoint_wire, verify_report_wire
 from projections.log_checkpoints import list_checkpoints
 from services.log_audit import verify_log
 
-router = APIRouter(prefix="/api/log", tags=["auditors"])
+router = APIRouter(prefix="/api/log", tags=["auditors"], route_class=StrictJSONRoute)
 
 
 @router.get("/checkpoints")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-router = APIRouter(tags=["operations"])
+from api.input_limits import StrictJSONRoute
+
+router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
 
 @router.get("/metrics", response_class=Response)

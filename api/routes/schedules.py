@@ -9,13 +9,14 @@ from fastapi import APIRouter, Query, Response
 
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
+from api.input_limits import StrictJSONRoute
 from api.routes.tasks import tasks_of
 from api.schemas import ScheduleCreate, ScheduleUpdate, Slug
 from bootstrap import Services
 from domain.errors import NotFound
 from projections.schedules import get_schedule, list_schedules
 
-router = APIRouter(prefix="/api/schedules", tags=["schedules"])
+router = APIRouter(prefix="/api/schedules", tags=["schedules"], route_class=StrictJSONRoute)
 
 _FIELDS = {
     "name": "name",

@@ -7,10 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from api.deps import ServicesDep, committed
+from api.input_limits import StrictJSONRoute
 from api.routes.autonomy_settings import autonomy_of
 from projections.self_update import system_schedules
 
-router = APIRouter(prefix="/api/autonomy", tags=["autonomy"])
+router = APIRouter(prefix="/api/autonomy", tags=["autonomy"], route_class=StrictJSONRoute)
 
 
 @router.post("/reconcile")

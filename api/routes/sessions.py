@@ -9,12 +9,13 @@ from fastapi import APIRouter, Query, Response
 
 from api.deps import ActorDep, Consistent, ServicesDep, committed
 from api.errors import ApiError
+from api.input_limits import StrictJSONRoute
 from api.schemas import SessionCreate, SessionSave, SessionUpdate, Slug
 from bootstrap import Services
 from domain.errors import NotFound, RevisionConflict
 from projections.sessions import get_session, list_sessions
 
-router = APIRouter(prefix="/api/sessions", tags=["sessions"])
+router = APIRouter(prefix="/api/sessions", tags=["sessions"], route_class=StrictJSONRoute)
 
 
 def read_session(services: Services, session_id: UUID) -> dict[str, Any]:

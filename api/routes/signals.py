@@ -12,6 +12,7 @@ from api.auth import authorize_session
 from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
 from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
 from api.errors import ApiError
+from api.input_limits import StrictJSONRoute
 from api.metrics import FORBIDDEN
 from api.routes.autonomy_settings import autonomy_of
 from api.schemas import Slug
@@ -24,7 +25,7 @@ from domain.workspace import DEFAULT_WORKSPACE
 from projections.signals import get_signal, list_signals
 from services.credentials import Principal
 
-router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"])
+router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"], route_class=StrictJSONRoute)
 
 
 def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:

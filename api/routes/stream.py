@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
 from api.errors import DATABASE_DOWN, ApiError
-from api.input_limits import MAX_POSITION
+from api.input_limits import MAX_POSITION, StrictJSONRoute
 from bootstrap import Services
 from services.live_stream import LiveStream, Message, Reads
 
@@ -46,7 +46,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         restore()
 
 
-router = APIRouter(prefix="/api", tags=["stream"], lifespan=lifespan)
+router = APIRouter(prefix="/api", tags=["stream"], lifespan=lifespan, route_class=StrictJSONRoute)
 
 
 @router.get(

@@ -8,13 +8,14 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Response
 
 from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.input_limits import StrictJSONRoute
 from api.schemas import Slug, TaskCreate, TaskResolve
 from bootstrap import Services
 from domain.errors import NotFound
 from projections.tasks import get_task, list_tasks
 from scheduler.tasks import TaskRuntime
 
-router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StrictJSONRoute)
 
 TaskStatus = Literal[
     "queued", "running", "cancelling", "completed", "failed", "cancelled", "dead-letter"

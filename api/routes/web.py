@@ -11,9 +11,10 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
+from api.input_limits import StrictJSONRoute
 from domain.errors import NotFound
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=StrictJSONRoute)
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 

@@ -8,13 +8,14 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Response
 
 from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.input_limits import StrictJSONRoute
 from api.schemas import Slug, WorkspaceCreate, WorkspaceUpdate
 from domain.errors import NotFound
 from infra.workspace_paths import contained_path
 from projections.sessions import session_ids_of_workspace
 from projections.workspaces import get_workspace, list_workspaces
 
-router = APIRouter(prefix="/api/workspaces", tags=["workspaces"])
+router = APIRouter(prefix="/api/workspaces", tags=["workspaces"], route_class=StrictJSONRoute)
 
 
 def _read(services: ServicesDep, slug: str) -> dict[str, Any]:
