@@ -42,6 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.read_deadlines import with_deadlines
     from infra.logs import configure_logging
 
     settings = _settings()
@@ -52,7 +53,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        http=with_deadlines(settings.http_header_timeout_s, settings.http_body_timeout_s),
+    )
     return 0
 
 

@@ -1,0 +1,152 @@
+"""Deadlines for reading a request: its headers, then its body.
+
+uvicorn closes a connection idle between requests (`timeout_keep_alive`), but once a
+request's first byte arrived (or a connection was opened and nothing sent) it waits
+without limit: a client sending a header line every few seconds, or its body a byte
+at a time, holds its connection, and what was buffered of it, as long as it likes.
+uvicorn and Starlette have no read timeout of their own, and an ASGI layer cannot see
+a request before its headers are complete, so this is uvicorn's httptools protocol
+(what `serve` ran before) with two deadlines: the headers within
+TACHOGRAPH_HTTP_HEADER_TIMEOUT_S of the request's first byte (of the connection, for
+its first request), and the whole body within TACHOGRAPH_HTTP_BODY_TIMEOUT_S of the
+headers. A client too slow gets 408 when no answer has started, and the connection is
+closed either way.
+
+A request that arrives in one read (every hook call) arms no timer: a deadline is set
+only when a read ends in the middle of a request's headers or body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger(__name__)
+
+_IDLE, _HEADERS, _BODY = 0, 1, 2
+_PHASE = {_HEADERS: "headers", _BODY: "body"}
+
+
+class DeadlineProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with deadlines for a request's headers and body."""
+
+    header_timeout_s: ClassVar[float] = 10.0
+    body_timeout_s: ClassVar[float] = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reading = _IDLE
+        self._since = 0.0  # loop time the phase being read began
+        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
+
+    # Where the request being read is, from the parser's callbacks.
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._reading, self._since = _HEADERS, self.loop.time()  # silence counts too
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            self._disarm()  # refused as malformed, or handed to a WebSocket protocol
+        else:
+            self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._reading, self._since = _HEADERS, self.loop.time()
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._reading, self._since = _BODY, self.loop.time()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._reading = _IDLE
+        cycle = self.cycle
+        if cycle.response_complete and not self.pipeline and self.timeout_keep_alive_task is None:
+            # The body ended after its answer (a refusal that never read it): uvicorn
+            # armed its keep-alive timeout when the answer went out and every later
+            # read of the body disarmed it. The connection is idle now: arm it again.
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+
+    # The one timer of the connection, for the phase being read.
+
+    def _arm(self) -> None:
+        if self._reading == _IDLE:
+            self._disarm()
+            return
+        limit = self.header_timeout_s if self._reading == _HEADERS else self.body_timeout_s
+        at = self._since + limit
+        if self._deadline is not None:
+            if self._deadline_at == at:
+                return
+            self._deadline.cancel()
+        self._deadline_at = at
+        self._deadline = self.loop.call_at(at, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        phase = _PHASE[self._reading]
+        limit = self.header_timeout_s if self._reading == _HEADERS else self.body_timeout_s
+        cycle = self.cycle
+        if self._reading == _HEADERS:
+            # No answer of this connection may be under way (a pipelined request's
+            # headers arrive while the one before is answered): 408 only between answers.
+            may_answer = cycle is None or cycle.response_complete
+        else:
+            may_answer = not cycle.response_started
+        log.warning("request %s not received within %g s; connection closed", phase, limit)
+        if may_answer:
+            self.transport.write(self._timeout_response(phase, limit))
+        if self._reading == _BODY and not cycle.response_complete:
+            # The app waiting for the body is told the client is gone, and whatever it
+            # sends is dropped: the 408 was the answer.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self.transport.close()
+
+    def _timeout_response(self, phase: str, limit: float) -> bytes:
+        body = json.dumps(
+            {
+                "error": "request_timeout",
+                "message": f"The request's {phase} did not arrive within {limit:g} s.",
+            }
+        ).encode()
+        head = [b"HTTP/1.1 408 Request Timeout\r\n"]
+        defaults = self.server_state.default_headers  # server and date, as uvicorn sends
+        head += [name + b": " + value + b"\r\n" for name, value in defaults]
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+        ]
+        return b"".join(head) + body
+
+
+def with_deadlines(header_timeout_s: float, body_timeout_s: float) -> type[DeadlineProtocol]:
+    """The protocol class uvicorn is given (`http=`), with these deadlines."""
+    return type(
+        "DeadlineProtocol",
+        (DeadlineProtocol,),
+        {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s},
+    )
