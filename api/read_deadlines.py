@@ -40,7 +40,9 @@ class DeadlineProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._reading = _IDLE
-        self._since = 0.0  # loop time the phase being read began
+        # Loop time the phase being read began; None: during the read being handled (the
+        # clock is read only if that read ends mid-request).
+        self._since: float | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._deadline_at = 0.0
 
@@ -57,6 +59,8 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
+        if self._reading == _IDLE and self._deadline is None:
+            return  # the request arrived whole (the usual case): no timer to touch
         if self.transport.is_closing() or self.transport.get_protocol() is not self:
             self._disarm()  # refused as malformed, or handed to a WebSocket protocol
         else:
@@ -64,11 +68,11 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._reading, self._since = _HEADERS, self.loop.time()
+        self._reading, self._since = _HEADERS, None
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self._reading, self._since = _BODY, self.loop.time()
+        self._reading, self._since = _BODY, None
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -88,6 +92,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         if self._reading == _IDLE:
             self._disarm()
             return
+        if self._since is None:
+            self._since = self.loop.time()
         limit = self.header_timeout_s if self._reading == _HEADERS else self.body_timeout_s
         at = self._since + limit
         if self._deadline is not None:

@@ -16,6 +16,7 @@ def test_defaults() -> None:
     assert str(settings.data_dir) == "data"
     assert settings.redacted_tools == {"storeSecret", "recallSecret", "updateSecret"}
     assert settings.task_concurrency == 2 and settings.timezone == "UTC"
+    assert (settings.http_header_timeout_s, settings.http_body_timeout_s) == (10, 30)
 
 
 @pytest.mark.parametrize(
@@ -33,6 +34,8 @@ def test_defaults() -> None:
         ("TACHOGRAPH_CODER_HOOK_SECRET", "short"),
         ("TACHOGRAPH_NO_SIGNAL_GRACE_S", "soon"),
         ("TACHOGRAPH_DATABASE_SCHEMA", "bad-name;drop"),
+        ("TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", "0"),
+        ("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", "forever"),
     ],
 )
 def test_malformed_value_names_the_variable(name: str, value: str) -> None:
