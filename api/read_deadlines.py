@@ -27,6 +27,11 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
 
+# A request line and headers longer than this are refused 431: httptools buffers a
+# header without a limit of its own, so a client could otherwise fill memory within the
+# header deadline (h11, uvicorn's other parser, stops at 16 KiB).
+MAX_HEAD_BYTES = 64 * 1024
+
 _IDLE, _HEADERS, _BODY = 0, 1, 2
 _PHASE = {_HEADERS: "headers", _BODY: "body"}
 
@@ -45,6 +50,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._since: float | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._deadline_at = 0.0
+        self._head_bytes = 0  # read since the request's first byte, while in its headers
 
     # Where the request being read is, from the parser's callbacks.
 
@@ -63,12 +69,24 @@ class DeadlineProtocol(HttpToolsProtocol):
             return  # the request arrived whole (the usual case): no timer to touch
         if self.transport.is_closing() or self.transport.get_protocol() is not self:
             self._disarm()  # refused as malformed, or handed to a WebSocket protocol
-        else:
-            self._arm()
+            return
+        if self._reading == _HEADERS:
+            # Every byte of this read counts (it may also end the request before): an
+            # overestimate by at most one read, never an underestimate.
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                log.warning("request headers over %d bytes; connection closed", MAX_HEAD_BYTES)
+                self._refuse(
+                    b"431 Request Header Fields Too Large" if self._between_answers() else None,
+                    "request_header_fields_too_large",
+                    f"The request line and headers exceed {MAX_HEAD_BYTES // 1024} KiB.",
+                )
+                return
+        self._arm()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._reading, self._since = _HEADERS, None
+        self._reading, self._since, self._head_bytes = _HEADERS, None, 0
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
@@ -116,29 +134,37 @@ class DeadlineProtocol(HttpToolsProtocol):
         limit = self.header_timeout_s if self._reading == _HEADERS else self.body_timeout_s
         cycle = self.cycle
         if self._reading == _HEADERS:
-            # No answer of this connection may be under way (a pipelined request's
-            # headers arrive while the one before is answered): 408 only between answers.
-            may_answer = cycle is None or cycle.response_complete
+            may_answer = self._between_answers()
         else:
             may_answer = not cycle.response_started
         log.warning("request %s not received within %g s; connection closed", phase, limit)
-        if may_answer:
-            self.transport.write(self._timeout_response(phase, limit))
         if self._reading == _BODY and not cycle.response_complete:
             # The app waiting for the body is told the client is gone, and whatever it
             # sends is dropped: the 408 was the answer.
             cycle.disconnected = True
             cycle.message_event.set()
+        self._refuse(
+            b"408 Request Timeout" if may_answer else None,
+            "request_timeout",
+            f"The request's {phase} did not arrive within {limit:g} s.",
+        )
+
+    def _between_answers(self) -> bool:
+        """Whether no answer of this connection is under way: a pipelined request's
+        headers may arrive while the one before is answered, and no refusal may cut
+        into that answer."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def _refuse(self, status: bytes | None, code: str, message: str) -> None:
+        """Answer `status` (None: no answer, one was under way) and close the connection."""
+        self._disarm()
+        if status is not None:
+            self.transport.write(self._answer(status, code, message))
         self.transport.close()
 
-    def _timeout_response(self, phase: str, limit: float) -> bytes:
-        body = json.dumps(
-            {
-                "error": "request_timeout",
-                "message": f"The request's {phase} did not arrive within {limit:g} s.",
-            }
-        ).encode()
-        head = [b"HTTP/1.1 408 Request Timeout\r\n"]
+    def _answer(self, status: bytes, code: str, message: str) -> bytes:
+        body = json.dumps({"error": code, "message": message}).encode()
+        head = [b"HTTP/1.1 " + status + b"\r\n"]
         defaults = self.server_state.default_headers  # server and date, as uvicorn sends
         head += [name + b": " + value + b"\r\n" for name, value in defaults]
         head += [

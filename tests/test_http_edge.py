@@ -151,6 +151,21 @@ def test_headers_sent_a_line_at_a_time_are_cut_at_the_header_deadline(server: Se
     assert HEADER_TIMEOUT_S - 0.1 <= cut < HEADER_TIMEOUT_S + 1.5
 
 
+def test_headers_without_end_are_refused_once_they_pass_64_kib(server: Server) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"GET /api/health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: ")
+        sent = 0
+        try:
+            while sent < 16 * 1024 * 1024:  # a header that never ends, as fast as it goes
+                sock.sendall(b"a" * 65536)
+                sent += 65536
+        except OSError:
+            pass  # the server closed the connection
+        received = answer(sock)
+    assert received.startswith(b"HTTP/1.1 431 Request Header Fields Too Large"), received
+    assert sent < 4 * 1024 * 1024  # cut after a little more than the limit, not read on
+
+
 def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(server: Server) -> None:
     with connect(server) as sock:
         started = time.monotonic()
