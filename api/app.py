@@ -109,8 +109,9 @@ def create_app(
         app.include_router(router)
     # Added first, so innermost: it sees only authenticated, size-checked requests.
     app.add_middleware(IngestFastPath, fastapi_app=app)
-    app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)
+    # The body is read only once the credential in the headers was accepted.
     app.add_middleware(BodyLimitMiddleware)
+    app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)
     app.add_middleware(QueryGuardMiddleware)
     app.add_middleware(ObservabilityMiddleware, fastapi_app=app, access_log=settings.access_log)
     return app

@@ -20,12 +20,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.errors import ApiError
 from api.metrics import FORBIDDEN, UNAUTHORIZED
-from api.middleware import RUNTIME_HOOK_PATH, send_error
+from api.middleware import PRINCIPAL, RUNTIME_HOOK_PATH, send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
 from domain.session import SessionTarget
 from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
 
-PRINCIPAL = "tachograph.principal"
 _EVENTS = re.compile(r"^/api/sessions/[^/]+/events$")
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Administration: who may change policy, register directories and hold credentials.

@@ -1,4 +1,10 @@
-"""ASGI middleware: the request body size cap (authentication is api/auth.py)."""
+"""ASGI middleware: the request body size cap (authentication is api/auth.py).
+
+The cap runs after authentication: a request whose credential is refused is answered
+from its headers, and nothing of its body is read beyond what uvicorn buffers before
+it pauses reading (64 KiB and one socket read); api/read_deadlines.py bounds how long
+the rest may take to arrive.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,10 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.errors import ApiError
+
+# Where AuthMiddleware puts the caller it established (api/auth.py).
+PRINCIPAL = "tachograph.principal"
 MAX_BODY_BYTES = 1024 * 1024
 # A hook must not fail because a tool read a big file: the routes that take hooks accept
 # up to 16 MiB, and what is recorded of the call stays bounded (domain/dispatch_facts.py).
@@ -39,7 +49,12 @@ async def send_error(send: Send, status: int, code: str, message: str, **extra: 
 
 class BodyLimitMiddleware:
     """Reject bodies over 1 MiB (16 MiB on hook routes) with 413, by header or while
-    streaming."""
+    streaming.
+
+    An authenticated request's body is read up front; a public route's (the page,
+    /metrics, Coder's webhook, which verifies its token first) only if the route reads
+    it, and 413 once it passes the cap.
+    """
 
     def __init__(
         self,
@@ -61,6 +76,9 @@ class BodyLimitMiddleware:
         if length is not None and length.isdigit() and int(length) > cap:
             await send_error(send, 413, "payload_too_large", _message(cap))
             return
+        if PRINCIPAL not in scope:
+            await self.app(scope, capped(receive, cap), send)
+            return
         # Read the body up front (at most the cap plus one chunk) so an oversized
         # chunked upload is refused before any route sees a byte of it.
         chunks: list[bytes] = []
@@ -68,8 +86,7 @@ class BodyLimitMiddleware:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                await self.app(scope, receive, send)  # disconnect: let the app see it
-                return
+                return  # the client left (or was cut at its body deadline): nobody to answer
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > cap:
@@ -84,6 +101,21 @@ class BodyLimitMiddleware:
 
 def _message(cap: int) -> str:
     return f"The request body exceeds {cap // 1024} KiB; send less."
+
+
+def capped(receive: Receive, cap: int) -> Receive:
+    """A receive that raises 413 (rendered by the route's error handler) past `cap`."""
+    received = 0
+
+    async def receive_capped() -> Message:
+        nonlocal received
+        message = await receive()
+        received += len(message.get("body", b""))
+        if received > cap:
+            raise ApiError(413, "payload_too_large", _message(cap))
+        return message
+
+    return receive_capped
 
 
 def replaying(first: Message, receive: Receive) -> Receive:

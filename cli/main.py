@@ -57,6 +57,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.read_deadlines import with_deadlines
     from infra.logs import configure_logging
 
     settings = _settings()
@@ -67,7 +68,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        http=with_deadlines(settings.http_header_timeout_s, settings.http_body_timeout_s),
+    )
     return 0
 
 

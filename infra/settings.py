@@ -126,6 +126,10 @@ class Settings:
     # How often a replica holding requests reads the log for decisions made elsewhere
     # (TACHOGRAPH_APPROVAL_POLL_S): on PostgreSQL the safety net behind LISTEN/NOTIFY.
     approval_poll_s: float = 0.05
+    # How long `serve` waits for a request's headers, and then for its whole body,
+    # before it answers 408 and closes the connection (api/read_deadlines.py).
+    http_header_timeout_s: float = 10.0
+    http_body_timeout_s: float = 30.0
 
     @property
     def sqlite_path(self) -> Path:
@@ -258,6 +262,10 @@ class Settings:
             ),
             access_log=get.flag("TACHOGRAPH_ACCESS_LOG"),
             serve_cpu=get.cpu("TACHOGRAPH_SERVE_CPU"),
+            http_header_timeout_s=get.number(
+                "TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", 10, 0.1, 3600, float
+            ),
+            http_body_timeout_s=get.number("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", 30, 0.1, 3600, float),
             secrets=secrets,
         )
 

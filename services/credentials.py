@@ -151,6 +151,22 @@ class CredentialCache:
 
     def authenticate(self, presented: bytes | None) -> Principal | Refused:
         """The principal a header value stands for; None header: the anonymous caller."""
+        found = self._lookup(presented)
+        if isinstance(found, _Credential):
+            self._note_use(found.label)
+            return found.principal()
+        return found
+
+    def recheck(self, presented: bytes | None) -> Refused | None:
+        """Why a credential accepted earlier is refused now, or None while it stands.
+
+        For a request that outlives its authentication (an open stream): memory only, so
+        it can run every poll, and it does not count as a use of the key.
+        """
+        found = self._lookup(presented)
+        return found if isinstance(found, Refused) else None
+
+    def _lookup(self, presented: bytes | None) -> _Credential | Principal | Refused:
         if not presented:
             return MISSING if self._bootstrap is not None else ANONYMOUS
         if self._bootstrap is not None and hmac.compare_digest(presented, self._bootstrap):
@@ -176,8 +192,7 @@ class CredentialCache:
                 f"The key {credential.label!r} expired at {iso(credential.expires_at)}; "
                 "ask an admin for a new one.",
             )
-        self._note_use(credential.label)
-        return credential.principal()
+        return credential
 
     def may_catch_up(self) -> bool:
         """Whether an unknown secret may trigger a read now: at most one such read per

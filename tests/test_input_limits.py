@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -18,14 +19,26 @@ from api.input_limits import check_json, plainly_clean
 from api.middleware import HOOK_BODY_MAX_BYTES, HOOK_PATHS
 from bootstrap import Services
 from infra.settings import Settings
+from tests.adapters.test_coder import AUDIENCE as CODER_AUDIENCE
+from tests.adapters.test_coder import bearer, make_body, make_claims
 
 MIB = 1024 * 1024
+CODER_SECRET = "limits-" + "s" * 32
 
 
 @pytest.fixture
 def limits_client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    coder = settings.with_(coder_hook_secret=CODER_SECRET, coder_hook_url=CODER_AUDIENCE)
+    with TestClient(create_app(coder), raise_server_exceptions=False) as client:
         yield client
+
+
+def coder_token() -> dict[str, str]:
+    """Coder's webhook reads a body only behind a token that verifies (the body's hash
+    is checked after reading it)."""
+    now = int(time.time())
+    claims = make_claims(make_body(), iat=now, nbf=now, exp=now + 60)
+    return {"authorization": bearer(claims, secret=CODER_SECRET)}
 
 
 def head(client: TestClient) -> int:
@@ -76,8 +89,12 @@ def test_every_body_route_refuses_more_than_its_cap(limits_client: TestClient) -
             for _ in range(count):
                 yield b" " * 65536
 
+        token = coder_token() if path == "/hooks/coder" else {}
         streamed = limits_client.request(
-            method, with_ids(path), content=chunks(), headers={"content-type": "application/json"}
+            method,
+            with_ids(path),
+            content=chunks(),
+            headers={"content-type": "application/json", **token},
         )
         assert streamed.status_code == 413, (method, path)
     assert head(limits_client) == before

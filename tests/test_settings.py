@@ -16,6 +16,7 @@ def test_defaults() -> None:
     assert str(settings.data_dir) == "data"
     assert settings.redacted_tools == {"storeSecret", "recallSecret", "updateSecret"}
     assert settings.task_concurrency == 2 and settings.timezone == "UTC"
+    assert (settings.http_header_timeout_s, settings.http_body_timeout_s) == (10, 30)
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,8 @@ def test_defaults() -> None:
         ("TACHOGRAPH_DATABASE_SCHEMA", "bad-name;drop"),
         ("TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", "64k"),
         ("TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", "100"),
+        ("TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", "0"),
+        ("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", "forever"),
     ],
 )
 def test_malformed_value_names_the_variable(name: str, value: str) -> None:

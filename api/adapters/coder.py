@@ -101,8 +101,30 @@ def verify_coder_request(
 ) -> CoderRequest:
     """Verify the bearer JWT, then the body it signs; raise CoderAuthError on any failure,
     or StrictJSONError for a signed body that is JSON no route accepts (NaN, too deep)."""
+    claims = verify_coder_token(
+        authorization, secret=secret, audience=audience, issuer=issuer, now=now
+    )
+    return verify_coder_body(claims, raw_body)
+
+
+def verify_coder_token(
+    authorization: str | None,
+    *,
+    secret: str | bytes,
+    audience: str,
+    issuer: str | None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """The claims of the bearer JWT, verified from the header alone (before any body is
+    read); raise CoderAuthError on any failure."""
     claims = _decode_token(_bearer_token(authorization), secret, audience, issuer)
     _check_times(claims, time.time() if now is None else now)
+    return claims
+
+
+def verify_coder_body(claims: dict[str, Any], raw_body: bytes) -> CoderRequest:
+    """The request the verified token signs; raise CoderAuthError on any mismatch, or
+    StrictJSONError for a signed body that is JSON no route accepts (NaN, too deep)."""
     # The hash binds the token to these exact bytes: check it before parsing anything.
     _check_body_hash(claims, raw_body)
     request = _parse_request(raw_body, claims)

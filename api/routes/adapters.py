@@ -18,7 +18,8 @@ from api.adapters.coder import (
     decision_to_coder,
     sign_coder_response,
     timeout_answer,
-    verify_coder_request,
+    verify_coder_body,
+    verify_coder_token,
 )
 from api.adapters.runtimes import runtime_for
 from api.auth import request_principal
@@ -48,15 +49,15 @@ async def coder_hook(request: Request, services: ServicesDep) -> Response:
     settings = services.settings
     if not settings.coder_hook_secret or not settings.coder_hook_url:
         raise ApiError(404, "not_found", "The Coder webhook is not configured.")
-    raw = await request.body()
     try:
-        verified = verify_coder_request(
+        # The token is verified from the headers before the body is read.
+        claims = verify_coder_token(
             request.headers.get("authorization"),
-            raw,
             secret=settings.coder_hook_secret,
             audience=settings.coder_hook_url,
             issuer=settings.coder_hook_issuer,
         )
+        verified = verify_coder_body(claims, await request.body())
     except CoderAuthError as exc:
         WEBHOOK_REJECTED.labels(reason=exc.reason).inc()
         raise ApiError(401, "unauthorized", "The webhook signature did not verify.") from None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from types import FrameType
 from typing import Annotated, Any
 
@@ -17,7 +19,9 @@ from starlette.responses import StreamingResponse
 
 from api.errors import DATABASE_DOWN, ApiError
 from api.input_limits import MAX_POSITION, StrictJSONRoute
+from api.metrics import UNAUTHORIZED
 from bootstrap import Services
+from services.credentials import CredentialCache, Refused
 from services.live_stream import LiveStream, Message, Reads
 
 log = logging.getLogger(__name__)
@@ -26,7 +30,8 @@ KEEPALIVE = b": keep-alive\n\n"
 # How soon a client reconnects after the stream ends (a restart, a deploy).
 RETRY = b"retry: 2000\n\n"
 EVENTS = (
-    "`session.updated`, `task.updated`, `hook.denied`, `approval.requested`, `approval.decided`"
+    "`session.updated`, `task.updated`, `hook.denied`, `approval.requested`, `approval.decided`; "
+    "last, `unauthorized` when the caller's key is revoked or expires while it is open"
 )
 
 
@@ -92,8 +97,11 @@ async def live_stream(
             field=field,
             position=head,
         )
+    credentials: CredentialCache = request.app.state.services.credentials
+    presented = request.headers.get("x-tachograph-key")
+    key = presented.encode("latin-1") if presented is not None else None
     return EventSourceResponse(
-        _sse(live, start, request),
+        _sse(live, start, request, partial(credentials.recheck, key)),
         headers={
             "cache-control": "no-cache",
             "x-accel-buffering": "no",  # proxies (nginx) must pass each message on at once
@@ -102,14 +110,36 @@ async def live_stream(
     )
 
 
-async def _sse(live: LiveStream, after: int, request: Request) -> AsyncIterator[bytes]:
+async def _sse(
+    live: LiveStream, after: int, request: Request, refused: Callable[[], Refused | None]
+) -> AsyncIterator[bytes]:
     yield RETRY
+    refusal: Refused | None = None
+
+    async def ended() -> bool:
+        # The credential is checked again every poll (in memory): a key revoked on any
+        # replica, or past its expiry, stops delivering within a poll of the cache
+        # seeing it (services/credentials.py follows every replica's revocations).
+        nonlocal refusal
+        refusal = refused()
+        return refusal is not None or await request.is_disconnected()
+
     try:
-        async for batch in live.follow(after, request.is_disconnected):
+        async for batch in live.follow(after, ended):
             yield _encode(batch) if batch else KEEPALIVE
     except DATABASE_DOWN as exc:
         # The answer has started: end it, and the client reconnects from its last id.
         log.warning("live stream ended, database unavailable: %s", type(exc).__name__)
+    if refusal is not None:
+        UNAUTHORIZED.labels(reason=refusal.reason).inc()
+        # Said once, then the stream ends; the reconnect is answered 401 (EventSource
+        # stops there).
+        yield format_sse_event(
+            event="unauthorized",
+            data_str=json.dumps(
+                {"error": "unauthorized", "reason": refusal.reason, "message": refusal.message}
+            ),
+        )
 
 
 def _encode(batch: Sequence[Message]) -> bytes:
