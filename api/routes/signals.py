@@ -89,13 +89,15 @@ def signal_workspace(
                 f"This agent token is bound to {own}; a signal it submits must name its "
                 "session (sessionId).",
             )
+        # First what the id names (another workspace's session, a Task, ...), then whether
+        # it exists at all: a signal, unlike a hook, never creates its session.
+        authorize_session(principal, session_id, services.session_target, SIGNALS_ROUTE)
         if workspace is None:
             raise _refused(
                 principal,
                 f"This agent token is bound to {own}; session {session_id} is not one of its "
                 "sessions, so it cannot submit signals about it.",
             )
-        authorize_session(principal, session_id, services.session_target, SIGNALS_ROUTE)
         foreign = _foreign_trace(principal, session_id, body.traceId)
         if foreign is not None:
             raise _refused(
