@@ -21,6 +21,9 @@ from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 from infra.hook_config_parser import HookConfigError, check_outbound_url, parse_hook_config
 from infra.reflector import ReflectorConfigError, parse_reflector_config
 
+SANDBOX_MODES = ("auto", "strict", "netns", "none")
+SANDBOX_ALIASES = {"netns": "strict"}  # its name before the jail was more than a network
+
 
 class SettingsError(ValueError):
     """A missing or malformed setting; the message names the variable."""
@@ -96,9 +99,9 @@ class Settings:
     # POST /api/tasks/{id}/review (`operator`), within the timeout.
     self_update_review: str = "agent"
     self_update_review_timeout_s: float = 3600.0
-    # The agent's network: `netns` (a namespace with loopback only, where Tachograph and
-    # the `self_update_forward` ports are relayed in; a cycle fails if none can be made),
-    # `none` (the host's network), or `auto` (netns where the machine allows one).
+    # The agent's jail (infra/jail.py): `strict` (every isolation item must hold, or the
+    # cycle fails; `netns` is its earlier name), `auto` (what the machine allows, recorded
+    # item by item) or `none` (the host's network and file system).
     self_update_sandbox: str = "auto"
     self_update_forward: tuple[int, ...] = ()
     log_signing_key: str | None = None
@@ -172,6 +175,7 @@ class Settings:
                 f"{notify_secret}: named by TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV but not set"
             )
         reflector = get.text("TACHOGRAPH_REFLECTOR") or "rules"
+        sandbox = get.choice("TACHOGRAPH_SELF_UPDATE_SANDBOX", SANDBOX_MODES, "auto").lower()
         try:
             reflector_secret = parse_reflector_config(
                 reflector, allowed_hosts=allowed_hosts, allow_insecure_loopback=insecure_loopback
@@ -240,9 +244,7 @@ class Settings:
             self_update_review_timeout_s=get.number(
                 "TACHOGRAPH_SELF_UPDATE_REVIEW_TIMEOUT_S", 3600, 1, 7 * 86400, float
             ),
-            self_update_sandbox=get.choice(
-                "TACHOGRAPH_SELF_UPDATE_SANDBOX", ("auto", "netns", "none"), "auto"
-            ).lower(),
+            self_update_sandbox=SANDBOX_ALIASES.get(sandbox, sandbox),
             self_update_forward=get.ports("TACHOGRAPH_SELF_UPDATE_FORWARD"),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
             url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
@@ -373,5 +375,7 @@ class _Reader:
             port=port,
             dbname=unquote(dbname),
             user=unquote(parts.username or "postgres"),
-            password=unquote(parts.password or ""),
+            # libpq's own fallback, made explicit: serve and worker remove PGPASSWORD from
+            # their environment once it is read (infra/secret_env.py).
+            password=unquote(parts.password or "") or self.env.get("PGPASSWORD", ""),
         )

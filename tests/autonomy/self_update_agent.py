@@ -4,6 +4,7 @@ The cycle runs it twice: first with the task's prompt, a JSON script
 `{"implement": ..., "review": ..., "checkout": PATH?, "record": PATH?}`, then with the
 review prompt (which carries the patch and its digest). It works in its current
 directory, the clone, as a real agent would. `record` collects what it saw there.
+`--escape SCRIPT` runs only the escape attempts and prints what they reached.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -32,8 +34,21 @@ def say(text: str) -> None:
 
 def note(script: dict[str, str], what: dict[str, object]) -> None:
     if script.get("record"):
-        with open(script["record"], "a", encoding="utf-8") as out:
-            out.write(json.dumps(what) + "\n")
+        deliver(script, script["record"], json.dumps(what) + "\n")
+
+
+def deliver(script: dict[str, str], path: str, text: str) -> bool:
+    """Append to a file of the test's, through its collector when there is one (the jail
+    hides the test's files: tests/autonomy/record_collector.py). Whether it existed."""
+    if not script.get("collector"):
+        existed = os.path.exists(path)
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(text)
+        return existed
+    with socket.create_connection(("127.0.0.1", int(script["collector"])), 10) as s:
+        s.sendall(json.dumps({"path": path, "text": text}).encode())
+        s.shutdown(socket.SHUT_WR)
+        return s.recv(1) == b"1"  # written
 
 
 def implement(script: dict[str, str]) -> int:
@@ -50,11 +65,10 @@ def implement(script: dict[str, str]) -> int:
         },
     )
     how = script["implement"]
-    if script.get("sleep_first") and script.get("record"):
-        marker = Path(script["record"] + ".slept")
-        if not marker.exists():  # only the first attempt hangs (until its worker is killed)
-            marker.write_text("")
-            time.sleep(float(script["sleep_first"]))
+    # Only the first attempt hangs (until its worker is killed): the marker did not exist.
+    marker = script["record"] + ".slept" if script.get("record") else None
+    if script.get("sleep_first") and marker and not deliver(script, marker, ""):
+        time.sleep(float(script["sleep_first"]))
     if how == "noop":
         say("Nothing needed changing.")
         return 0
@@ -96,16 +110,48 @@ def escape(script: dict[str, str]) -> dict[str, str]:
             s.settimeout(2)
             s.connect(path)
 
+    def command(*argv: str) -> None:
+        if shutil.which(argv[0]) is None:  # a missing tool is no refusal
+            raise RuntimeError(f"{argv[0]} is not installed")
+        done = subprocess.run(argv, capture_output=True, timeout=10)
+        if done.returncode != 0:
+            raise OSError(f"{argv[0]} exited {done.returncode}")
+
     checkout = Path(script["checkout"])
-    return {
+    probes = {
         "writeCheckout": attempt(lambda: (checkout / "ESCAPED.md").write_text("x")),
         "readStore": attempt(lambda: Path(script["store"]).read_bytes()),
         "postgresTcp": attempt(lambda: tcp(5432)),
         "postgresSocket": attempt(lambda: unix("/run/postgresql/.s.PGSQL.5432")),
+        "postgresVarRunSocket": attempt(lambda: unix("/var/run/postgresql/.s.PGSQL.5432")),
         "outsideAddress": attempt(lambda: socket.create_connection(("192.0.2.1", 80), 2)),
         "writeNextToClone": attempt(lambda: (Path.cwd().parent / "outside.txt").write_text("x")),
         "interfaces": ",".join(sorted(name for _, name in socket.if_nameindex())),
     }
+    if "outside_pid" not in script:
+        return probes
+    # A process outside (the server, a bystander of the same user): its environment, the
+    # checkout through its root, its network namespace, a signal to it.
+    outside, server = script["outside_pid"], script["server_pid"]
+    probes.update(
+        readServerEnviron=attempt(lambda: Path(f"/proc/{server}/environ").read_bytes()),
+        readOutsideEnviron=attempt(lambda: Path(f"/proc/{outside}/environ").read_bytes()),
+        listCheckoutThroughProc=attempt(lambda: os.listdir(f"/proc/{server}/root{checkout}")),
+        nsenterHostNetwork=attempt(
+            lambda: command("nsenter", f"--net=/proc/{outside}/ns/net", "true")
+        ),
+        unmountHidden=attempt(lambda: command("umount", script["unmount"])),
+        killOutside=attempt(lambda: os.kill(int(outside), 15)),
+        unrelayedPort=attempt(lambda: tcp(int(script["unrelayed_port"]))),
+        readStoreAfterAll=attempt(lambda: Path(script["store"]).read_bytes()),
+    )
+    if "relayed_port" in script:  # a port the jail relays: its server's greeting
+        try:
+            with socket.create_connection(("127.0.0.1", int(script["relayed_port"])), 5) as s:
+                probes["relayedPort"] = s.recv(64).decode()
+        except OSError as exc:
+            probes["relayedPort"] = f"refused: {type(exc).__name__}"
+    return probes
 
 
 def review(script: dict[str, str], prompt: str) -> int:
@@ -127,6 +173,9 @@ def review(script: dict[str, str], prompt: str) -> int:
 
 
 def main() -> int:
+    if sys.argv[1] == "--escape":  # the attempts alone, reported on stdout (tests/jail/)
+        print(json.dumps(escape(json.loads(sys.argv[2]))))
+        return 0
     prompt = sys.argv[1]
     state = Path(git("rev-parse", "--git-dir").strip()) / SCRIPT_FILE
     if prompt.startswith("{"):
