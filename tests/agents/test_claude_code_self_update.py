@@ -5,10 +5,10 @@ scripts/agent-clis), offline: its model is the scripted stand-in in anthropic_st
 and the executor's jail (TACHOGRAPH_SELF_UPDATE_SANDBOX=strict, infra/jail.py) runs it
 under bubblewrap, in a network namespace with loopback only, where exactly three ports
 exist, relayed to serve (for its hooks), to the stand-in, and to the collector that
-takes the reporter's notes (the jail hides the test's files). The implement run tries `git push origin main`,
-`cat ~/.ssh/id_rsa`, writing `../outside.txt` and `.git/config`, and `curl` to an outside
-address (all must be denied by the policy its agent token carries, so Claude Code never
-runs them), then writes a file and commits it;
+takes the reporter's notes (the jail hides the test's files). The implement run tries
+`git push origin main`, `cat ~/.ssh/id_rsa`, writing `../outside.txt` and `.git/config`,
+and `curl` to an outside address (all must be denied by the policy its agent token
+carries, so Claude Code never runs them), then writes a file and commits it;
 the review run approves the digest it is shown. The change lands as a ref, nothing else.
 """
 
