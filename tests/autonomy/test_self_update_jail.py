@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +26,7 @@ from tests.autonomy.test_self_update_cycle import (  # noqa: F401 (the repo fixt
     seen,
     snapshot,
 )
-
-SECRET = "sentinel-secret-4b1d"
+from tests.jail import outside
 
 
 def covering_tmpfs(path: Path) -> str:
@@ -38,18 +36,14 @@ def covering_tmpfs(path: Path) -> str:
 
 @pytest.fixture
 def bystander() -> Iterator[subprocess.Popen[bytes]]:
-    """A process outside the jail, of the same user, holding a secret in its environment."""
-    proc = subprocess.Popen(["sleep", "300"], env={"SENTINEL_SECRET": SECRET})
-    yield proc
-    proc.kill()
-    proc.wait()
+    with outside.bystander() as proc:
+        yield proc
 
 
 @pytest.fixture
 def unrelayed_port() -> Iterator[int]:
-    """A port listening on the host's loopback that no cycle relays."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        yield int(listener.getsockname()[1])
+    with outside.unrelayed_port() as port:
+        yield port
 
 
 def test_the_agent_in_its_jail_reaches_nothing_outside_and_the_ref_still_lands(
@@ -134,30 +128,27 @@ def test_strict_fails_the_cycle_when_the_jail_is_incomplete(
     assert git(repo, "for-each-ref", "refs/tachograph") == ""
 
 
-@pytest.mark.usefixtures("path_without_bwrap")
-def test_auto_records_what_is_missing_and_runs_with_what_there_is(
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("auto", "bwrap (bubblewrap) is not on PATH"),
+        ("none", "TACHOGRAPH_SELF_UPDATE_SANDBOX=none"),
+    ],
+)
+def test_auto_and_none_record_what_is_missing_and_run_with_what_there_is(
     settings: Settings,
     repo: Path,  # noqa: F811
     tmp_path: Path,
+    request: pytest.FixtureRequest,
+    mode: str,
+    why: str,
 ) -> None:
-    with cycle_client(settings, self_update_sandbox="auto") as api:
+    if mode == "auto":
+        request.getfixturevalue("path_without_bwrap")
+    with cycle_client(settings, self_update_sandbox=mode) as api:
         task, flow = cycle(api, tmp_path, implement="commit", review="approve")
     prepared = flow["phases"][0]["evidence"]
-    assert prepared["sandbox"] == "auto" and prepared["jail"] == "none"
-    assert prepared["isolationMissing"] == {
-        item: "bwrap (bubblewrap) is not on PATH" for item in ITEMS
-    }
+    assert prepared["sandbox"] == mode and prepared["jail"] == "none"
+    assert prepared["isolation"] == {item: False for item in ITEMS}
+    assert prepared["isolationMissing"] == {item: why for item in ITEMS}
     assert task["status"] == "completed" and phases(flow)[-1] == ("commit", "ok")
-
-
-def test_none_records_no_isolation(
-    settings: Settings,
-    repo: Path,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    with cycle_client(settings, self_update_sandbox="none") as api:
-        task, flow = cycle(api, tmp_path, implement="commit", review="approve")
-    prepared = flow["phases"][0]["evidence"]
-    assert prepared["sandbox"] == "none" and prepared["jail"] == "none"
-    assert not any(prepared["isolation"].values())
-    assert task["status"] == "completed"

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from infra.jail import ITEMS
+from tests.jail import outside
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
-SECRET = "bystander-secret-7e2a"
 GREETING = "hello from outside"
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
@@ -77,10 +77,8 @@ def place(user: str) -> Iterator[Path]:
 
 @pytest.fixture
 def bystander(user: str) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([*as_user(user), "sleep", "300"], env={"SENTINEL_SECRET": SECRET})
-    yield proc
-    proc.kill()
-    proc.wait()
+    with outside.bystander(as_user(user)) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -104,8 +102,8 @@ def greeter() -> Iterator[int]:
 
 @pytest.fixture
 def unrelayed_port() -> Iterator[int]:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        yield int(listener.getsockname()[1])
+    with outside.unrelayed_port() as port:
+        yield port
 
 
 def test_every_escape_is_refused_and_the_relayed_port_answers(
@@ -118,7 +116,7 @@ def test_every_escape_is_refused_and_the_relayed_port_answers(
     for tool in ("nsenter", "umount"):
         assert shutil.which(tool), f"{tool} is needed to try the attack"
     # What the bystander exposes to a process that can see it: the attacks are real.
-    assert SECRET.encode() in Path(f"/proc/{bystander.pid}/environ").read_bytes()
+    assert outside.SECRET.encode() in Path(f"/proc/{bystander.pid}/environ").read_bytes()
     script = {
         "checkout": str(place / "checkout"),
         "store": str(place / "store.sqlite"),
@@ -128,8 +126,12 @@ def test_every_escape_is_refused_and_the_relayed_port_answers(
         "unrelayed_port": str(unrelayed_port),
         "relayed_port": str(greeter),
     }
-    config = {"relayedPort": greeter, "hidden": str(place), "keep": str(place / "keep")}
-    config["script"] = script  # type: ignore[assignment]
+    config = {
+        "relayedPort": greeter,
+        "hidden": str(place),
+        "keep": str(place / "keep"),
+        "script": script,
+    }
     done = subprocess.run(
         [*as_user(user), interpreter(user), "-m", "tests.jail.jail_driver", json.dumps(config)],
         cwd=ROOT,
