@@ -6,8 +6,9 @@ Each agent run of a cycle starts under `bwrap` (bubblewrap, the Debian package) 
 - its own **PID namespace** with its own `/proc`: no process outside is visible, so
   none can be signalled, traced, or read through `/proc/<pid>/environ` or `root`;
 - its own **mount namespace**: `/` read-only; `/run` and `/var/run` (local servers' Unix
-  sockets), `/tmp` and every hidden path covered by an empty tmpfs; the kept paths
-  (the attempt's clone, `HOME`, `TMPDIR`) bound back writable;
+  sockets), `/tmp` and every hidden path covered by an empty tmpfs; what the agent must
+  run (Tachograph's installation, for its hooks) bound back read-only, the kept paths
+  (the attempt's clone, `HOME`, `TMPDIR`) writable;
 - a **network namespace with loopback only**, where `infra/jail_init.py` listens on
   each relayed port and forwards it over a Unix socket to a `UnixRelay` outside;
 - **no_new_privs**, **every capability dropped** (bounding set included), a **new
@@ -62,6 +63,11 @@ def bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
+def installation() -> list[Path]:
+    """Where this Python and Tachograph's packages are: what a hook in the jail runs."""
+    return [Path(sys.prefix), Path(sys.base_prefix), Path(jail_init.__file__).parents[1]]
+
+
 @functools.cache
 def _supports(binary: str, option: str) -> bool:
     done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
@@ -108,8 +114,15 @@ class Jail:
     """The jail of one attempt: its relays outside, and how to run a command inside."""
 
     def __init__(
-        self, binary: str, ports: Sequence[int], hidden: Sequence[Path], keep: Sequence[Path]
+        self,
+        binary: str,
+        ports: Sequence[int],
+        hidden: Sequence[Path],
+        keep: Sequence[Path],
+        show: Sequence[Path] = (),
     ) -> None:
+        """`hidden` paths covered, `keep` ones bound back writable, `show` ones read-only
+        (where they lie inside a hidden one: elsewhere all of / is read-only anyway)."""
         self.binary = binary
         # Unix socket paths are limited to 108 bytes: a short directory of its own.
         self.dir = Path(tempfile.mkdtemp(prefix="tg-jail-"))
@@ -120,6 +133,8 @@ class Jail:
         # A path inside another hidden one is covered already.
         self.hidden = [p for p in dirs if not any(p != q and _inside(p, q) for q in dirs)]
         self.keep = [os.path.realpath(p) for p in keep]
+        shown = {os.path.realpath(p) for p in show}
+        self.show = sorted(p for p in shown if any(_inside(p, h) for h in self.hidden))
 
     def bwrap_argv(self) -> list[str]:
         argv = [self.binary, "--unshare-all", "--unshare-user"]
@@ -129,6 +144,8 @@ class Jail:
         argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
         for path in self.hidden:
             argv += ["--tmpfs", path]
+        for path in self.show:
+            argv += ["--ro-bind", path, path]
         for path in self.keep:
             argv += ["--bind", path, path]
         return [*argv, "--ro-bind", str(self.dir), str(self.dir)]
@@ -163,7 +180,8 @@ class Jail:
         if done.returncode != 0:
             said = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
             return Isolation.none(f"bwrap failed: {said[0]}")
-        return judge(json.loads(done.stdout), self.hidden, [*self.keep, str(self.dir)])
+        bound = [*self.keep, *self.show, str(self.dir)]
+        return judge(json.loads(done.stdout), self.hidden, bound)
 
     def close(self) -> None:
         for relay in self.relays:

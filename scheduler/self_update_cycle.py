@@ -45,7 +45,7 @@ from domain.credentials import SELF_UPDATE_POLICY, Binding
 from domain.self_update_cycle import CycleRecorder, self_update_ref
 from domain.task_policy import CANCELLING
 from infra.executor import RunResult, describe_exit
-from infra.jail import Isolation, Jail, bwrap
+from infra.jail import Isolation, Jail, bwrap, installation
 from infra.self_update_git import (
     Change,
     GitError,
@@ -287,7 +287,9 @@ class SelfUpdateAttempt:
             isolation = Isolation.none("bwrap (bubblewrap) is not on PATH")
         else:
             ports = (own, *settings.self_update_forward)
-            candidate = Jail(binary, ports, self._hidden(), keep=[self.base])
+            # Tachograph's installation stays visible, read-only: the hooks run it.
+            hidden, show = self._hidden(), installation()
+            candidate = Jail(binary, ports, hidden, keep=[self.base], show=show)
             isolation = candidate.probe()
             if any(isolation.held.values()):
                 self.jail = candidate  # runs with what there is; the evidence says what
@@ -300,18 +302,17 @@ class SelfUpdateAttempt:
             "isolation_missing": isolation.missing,
         }
         if self.jail is not None:
-            evidence.update(hidden=self.jail.hidden, forwarded=sorted(self.jail.forwards))
+            jailed = self.jail
+            evidence.update(
+                hidden=jailed.hidden, shown=jailed.show, forwarded=sorted(jailed.forwards)
+            )
         return evidence
 
     def _hidden(self) -> list[Path]:
         """What the jail covers besides /run and /tmp: the data directory (stores, keys,
-        other attempts), the workspaces and the registered checkout, unless one holds
-        Tachograph's own installation, which the hooks run."""
+        other attempts), the workspaces and the registered checkout."""
         settings = self.executor.settings
-        install = Path(sys.prefix).resolve()
-        candidates = (settings.data_dir, settings.workspace_root, self.checkout)
-        resolved = [p.resolve() for p in candidates]
-        return [p for p in resolved if not install.is_relative_to(p)]
+        return [p.resolve() for p in (settings.data_dir, settings.workspace_root, self.checkout)]
 
     def _contained_env(self, token: str | None, home: Path) -> dict[str, str]:
         allowed = (*BASE_ENV, *self.executor.settings.self_update_env)

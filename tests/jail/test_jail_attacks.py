@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.jail import ITEMS
+from infra.jail import ITEMS, Jail, bwrap, installation
 from tests.jail import outside
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +154,38 @@ def test_every_escape_is_refused_and_the_relayed_port_answers(
     assert bystander.poll() is None  # the signal never reached it
     assert not (place / "checkout" / "ESCAPED.md").exists()
     assert (place / "store.sqlite").read_text() == "the store"
+
+
+def test_the_installation_inside_a_hidden_directory_stays_visible_and_read_only(
+    tmp_path: Path,
+) -> None:
+    """Tachograph's own files (the hooks run them) are bound back read-only where a hidden
+    directory covers them; nothing else of that directory is."""
+    binary = bwrap()
+    assert binary is not None
+    keep = tmp_path / "attempt"
+    keep.mkdir()
+    jail = Jail(binary, [], [ROOT.parent], [keep], show=installation())
+    look = (
+        "import json, os, sys\n"
+        "try:\n"
+        f"    open({str(ROOT / 'jail-wrote-here')!r}, 'w')\n"
+        "    wrote = 'reached'\n"
+        "except OSError as exc:\n"
+        "    wrote = type(exc).__name__\n"
+        f"print(json.dumps([os.listdir({str(ROOT.parent)!r}), wrote]))\n"
+    )
+    try:
+        done = subprocess.run(
+            jail.wrap([sys.executable, "-I", "-c", look]),
+            cwd=keep,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        jail.close()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[ROOT.name], "OSError"]
+    assert str(ROOT) in jail.show
+    assert not (ROOT / "jail-wrote-here").exists()
