@@ -74,6 +74,13 @@ def implement(script: dict[str, str]) -> int:
         return 0
     if how == "escape":
         note(script, {"phase": "escape", "probes": escape(script)})
+    if how == "linger":  # a child that leaves the process group, then wait to be stopped
+        quiet = subprocess.DEVNULL
+        subprocess.Popen(
+            ["sleep", script["linger"]], start_new_session=True, stdout=quiet, stderr=quiet
+        )
+        note(script, {"phase": "lingering"})
+        time.sleep(300)
     if how == "fail":
         print("invalid argument: cannot work here", file=sys.stderr)
         return 2

@@ -7,16 +7,21 @@ saw it; `strict` fails the cycle when the jail is incomplete (here: no bwrap on 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.jail import ITEMS
 from infra.settings import Settings
+from tests.autonomy.record_collector import collector_port
 from tests.autonomy.test_self_update_cycle import (  # noqa: F401 (the repo fixture)
     cycle,
     cycle_client,
@@ -152,3 +157,52 @@ def test_auto_and_none_record_what_is_missing_and_run_with_what_there_is(
     assert prepared["isolation"] == {item: False for item in ITEMS}
     assert prepared["isolationMissing"] == {item: why for item in ITEMS}
     assert task["status"] == "completed" and phases(flow)[-1] == ("commit", "ok")
+
+
+def lingering(seconds: str) -> list[int]:
+    """Processes on the host running `sleep <seconds>`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == (
+                b"sleep\0" + seconds.encode() + b"\0"
+            ):
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+def test_a_stopped_agent_takes_the_children_it_detached_with_it(
+    settings: Settings,
+    repo: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An agent's child in a session of its own is out of reach of the executor's
+    process-group signal; the jail's PID namespace ends with the run all the same."""
+    seconds = f"{3000 + os.getpid() % 1000}.25"  # names this test's child on the host
+    with cycle_client(settings, self_update_sandbox="strict") as api:
+        services = api.app.state.services  # type: ignore[attr-defined]
+        script = {"implement": "linger", "review": "approve", "linger": seconds}
+        script.update(record=str(tmp_path / "agent.jsonl"), collector=str(collector_port()))
+        task_id = str(
+            services.tasks.service.create(
+                "repo", json.dumps(script), None, 1, "test", source=SOURCE_SELF_UPDATE
+            ).aggregate_id
+        )
+        until(lambda: any(s["phase"] == "lingering" for s in seen(tmp_path)))
+        assert lingering(seconds), "the detached child should be running"
+        assert api.post(f"/api/tasks/{task_id}/cancel").status_code == 200
+        until(lambda: api.get(f"/api/tasks/{task_id}").json()["status"] == "cancelled")
+    try:
+        until(lambda: not lingering(seconds), seconds=5)
+    finally:
+        for pid in lingering(seconds):  # this test's own child, should it have survived
+            os.kill(pid, signal.SIGKILL)
+
+
+def until(check: Callable[[], object], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
