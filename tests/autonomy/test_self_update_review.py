@@ -74,7 +74,7 @@ def test_the_reviewer_sees_nothing_the_implementer_left_outside_the_patch(
     assert "build.log" not in review["files"] and "CHANGELOG.md" in review["files"]
     assert review["instructions"] == []
     # Nor the clone: it waits beside the attempt directory, which the jail hides.
-    assert flow["phases"][0]["evidence"]["sandbox"] == "netns"
+    assert flow["phases"][0]["evidence"]["jail"] == "bubblewrap"
     assert review["besideAttempt"] == ["1"]  # the attempt's own directory only
     assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
 
@@ -99,7 +99,9 @@ def test_the_operators_own_instruction_files_above_do_not_stop_the_review(
     settings: Settings, repo: Path, tmp_path: Path
 ) -> None:
     (settings.data_dir.parent / "CLAUDE.md").write_text("House rules.\n")
-    with cycle_client(settings) as api:
+    # The check runs outside the jail, whatever the mode; without one the reviewer is
+    # seen reading the file (a jail hides the test's directory, the file with it).
+    with cycle_client(settings, self_update_sandbox="none") as api:
         task, flow = cycle(api, tmp_path, implement="commit", review="approve")
     assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
     review = seen(tmp_path)[-1]
