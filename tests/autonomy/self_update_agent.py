@@ -225,6 +225,10 @@ def review(script: dict[str, str], prompt: str) -> int:
         beside = sorted(os.listdir(clone.parent.parent))  # where the attempts of the task are
     except OSError as exc:
         beside = [f"refused: {type(exc).__name__}"]
+    home_files = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    # A real agent writes its own state there (~/.claude): the jail must let it.
+    for own in (home, Path(os.environ["TMPDIR"])):
+        (own / "reviewer-was-here").write_text("x")
     note(
         script,
         {
@@ -234,7 +238,7 @@ def review(script: dict[str, str], prompt: str) -> int:
             "prompt": prompt,
             "cwd": str(here),
             "home": str(home),
-            "homeFiles": sorted(str(p.relative_to(home)) for p in home.rglob("*")),
+            "homeFiles": home_files,
             "tmpdir": os.environ.get("TMPDIR"),
             "instructions": instructions_above(here),
             "files": sorted(
