@@ -38,6 +38,16 @@ def _log_settings(args: argparse.Namespace) -> Any:
     return settings
 
 
+def _long_lived_settings() -> Any:
+    """Settings for serve and worker, whose secrets then leave the environment
+    (infra/secret_env.py): an agent that could read /proc/<pid>/environ finds none."""
+    from infra.secret_env import scrub, secret_names
+
+    settings = _settings()
+    scrub(secret_names(settings))
+    return settings
+
+
 def _secrets_of(settings: Any) -> list[str | None]:
     """Values no log line may contain."""
     url = settings.database_url
@@ -60,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from api.read_deadlines import with_deadlines
     from infra.logs import configure_logging
 
-    settings = _settings()
+    settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
     placed = _pin_cpu(settings.serve_cpu)
     app = create_app(settings, long_lived=True, on_started=placed)
@@ -115,7 +125,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from bootstrap import build_services, freeze_startup_heap
     from infra.logs import configure_logging
 
-    settings = _settings()
+    settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
     services = build_services(settings)
     if args.metrics_port is not None:

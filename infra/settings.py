@@ -22,6 +22,9 @@ from infra.hook_config_parser import HookConfigError, check_outbound_url, parse_
 from infra.reflector import ReflectorConfigError, parse_reflector_config
 from infra.self_update_git import DEFAULT_LIMIT_BYTES as INSPECT_LIMIT_BYTES
 
+SANDBOX_MODES = ("auto", "strict", "netns", "none")
+SANDBOX_ALIASES = {"netns": "strict"}  # its name before the jail was more than a network
+
 
 class SettingsError(ValueError):
     """A missing or malformed setting; the message names the variable."""
@@ -100,9 +103,9 @@ class Settings:
     # The largest patch an agent reviewer is shown, whole (a larger one fails the cycle
     # before review); at most the inspect limit, and small enough for one argument.
     self_update_review_max_bytes: int = 64 * 1024
-    # The agent's network: `netns` (a namespace with loopback only, where Tachograph and
-    # the `self_update_forward` ports are relayed in; a cycle fails if none can be made),
-    # `none` (the host's network), or `auto` (netns where the machine allows one).
+    # The agent's jail (infra/jail.py): `strict` (every isolation item must hold, or the
+    # cycle fails; `netns` is its earlier name), `auto` (what the machine allows, recorded
+    # item by item) or `none` (the host's network and file system).
     self_update_sandbox: str = "auto"
     self_update_forward: tuple[int, ...] = ()
     log_signing_key: str | None = None
@@ -180,6 +183,7 @@ class Settings:
                 f"{notify_secret}: named by TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV but not set"
             )
         reflector = get.text("TACHOGRAPH_REFLECTOR") or "rules"
+        sandbox = get.choice("TACHOGRAPH_SELF_UPDATE_SANDBOX", SANDBOX_MODES, "auto").lower()
         try:
             reflector_secret = parse_reflector_config(
                 reflector, allowed_hosts=allowed_hosts, allow_insecure_loopback=insecure_loopback
@@ -251,9 +255,7 @@ class Settings:
             self_update_review_max_bytes=get.review_max_bytes(
                 "TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", 64 * 1024
             ),
-            self_update_sandbox=get.choice(
-                "TACHOGRAPH_SELF_UPDATE_SANDBOX", ("auto", "netns", "none"), "auto"
-            ).lower(),
+            self_update_sandbox=SANDBOX_ALIASES.get(sandbox, sandbox),
             self_update_forward=get.ports("TACHOGRAPH_SELF_UPDATE_FORWARD"),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
             url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
@@ -403,5 +405,7 @@ class _Reader:
             port=port,
             dbname=unquote(dbname),
             user=unquote(parts.username or "postgres"),
-            password=unquote(parts.password or ""),
+            # libpq's own fallback, made explicit: serve and worker remove PGPASSWORD from
+            # their environment once it is read (infra/secret_env.py).
+            password=unquote(parts.password or "") or self.env.get("PGPASSWORD", ""),
         )

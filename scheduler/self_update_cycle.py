@@ -6,7 +6,8 @@ prepare → implement → inspect → review → commit, each recorded on the ta
 - prepare: the registered checkout must be a clean Git repository; its HEAD, branch
   and remotes' digest are captured, and it is cloned (no hardlinks, no remotes) into
   the data directory on the branch `tachograph/self-update/<taskId>`. A dirty or
-  missing repository ends the cycle as a no-op that says why.
+  missing repository ends the cycle as a no-op that says why. The agent's jail
+  (infra/jail.py) is made and probed; what it isolates is recorded item by item.
 - implement: the agent runs in the clone with an environment holding no credential
   but its own agent token, `HOME` an empty per-attempt directory, and only the
   variables the operator allowed (TACHOGRAPH_SELF_UPDATE_ENV). Its token carries the
@@ -35,9 +36,8 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -46,8 +46,8 @@ from uuid import UUID
 from domain.credentials import SELF_UPDATE_POLICY, Binding
 from domain.self_update_cycle import CycleRecorder, self_update_ref
 from domain.task_policy import CANCELLING
-from infra import network_jail
 from infra.executor import RunResult, describe_exit
+from infra.jail import Isolation, Jail, bwrap, installation
 from infra.self_update_git import (
     Change,
     Clone,
@@ -126,12 +126,6 @@ class SelfUpdateAttempt:
         removed = remove_unrecorded_ref(self.cycles, self.checkout, self.claim.task_id)
         if removed is not None:
             captured["removed_ref"] = removed
-        sandbox, why = self._choose_sandbox()
-        captured.update(sandbox=sandbox, sandbox_reason=why)
-        if sandbox == "unavailable":
-            self._phase("prepare", "failed", {**captured, "reason": why})
-            self._fail("infrastructure", f"no sandbox for the agent: {why}")
-            return
         try:
             clone = prepare_clone(
                 self.checkout,
@@ -143,8 +137,13 @@ class SelfUpdateAttempt:
             self._phase("prepare", "failed", {**captured, "reason": str(exc)})
             self._fail("infrastructure", f"preparing the clone failed: {exc}")
             return
-        if sandbox == "netns":
-            self.jail = Jail(self._forwarded_ports(), self._hidden(), keep=self.base)
+        captured.update(self._enter_jail())
+        missing = captured["isolation_missing"]
+        if self.executor.settings.self_update_sandbox == "strict" and missing:
+            why = "; ".join(f"{item}: {seen}" for item, seen in missing.items())
+            self._phase("prepare", "failed", {**captured, "reason": why})
+            self._fail("infrastructure", f"the agent's jail is incomplete: {why}")
+            return
         self._phase(
             "prepare",
             "ok",
@@ -301,32 +300,46 @@ class SelfUpdateAttempt:
             spec = dataclasses.replace(spec, argv=self.jail.wrap(spec.argv))
         return self.executor.run_agent(self.claim, self.writer, spec)
 
-    def _choose_sandbox(self) -> tuple[str, str | None]:
-        """`netns`, `none` (with why), or `unavailable` when netns is required but cannot be."""
-        wanted = self.executor.settings.self_update_sandbox
-        if wanted == "none":
-            return "none", "TACHOGRAPH_SELF_UPDATE_SANDBOX=none"
-        problem = None
-        if _loopback_port(self.executor.settings.url) is None:
-            problem = f"TACHOGRAPH_URL {self.executor.settings.url} is not a loopback address"
-        elif not network_jail.available():
-            problem = "this machine allows no network namespace for the agent"
-        if problem is None:
-            return "netns", None
-        return ("unavailable" if wanted == "netns" else "none"), problem
-
-    def _forwarded_ports(self) -> tuple[int, ...]:
-        own = _loopback_port(self.executor.settings.url)
-        assert own is not None  # checked by _choose_sandbox
-        return tuple(sorted({own, *self.executor.settings.self_update_forward}))
+    def _enter_jail(self) -> dict[str, Any]:
+        """Make the agent's jail as far as this machine allows (unless the setting says
+        none), and say what it really isolates: each item as a probe inside observed it."""
+        settings = self.executor.settings
+        own = _loopback_port(settings.url)
+        binary = bwrap()
+        if settings.self_update_sandbox == "none":
+            isolation = Isolation.none("TACHOGRAPH_SELF_UPDATE_SANDBOX=none")
+        elif own is None:
+            isolation = Isolation.none(f"TACHOGRAPH_URL {settings.url} is not a loopback address")
+        elif binary is None:
+            isolation = Isolation.none("bwrap (bubblewrap) is not on PATH")
+        else:
+            ports = (own, *settings.self_update_forward)
+            # Tachograph's installation stays visible, read-only: the hooks run it.
+            hidden, show = self._hidden(), installation()
+            candidate = Jail(binary, ports, hidden, keep=[self.base], show=show)
+            isolation = candidate.probe()
+            if any(isolation.held.values()):
+                self.jail = candidate  # runs with what there is; the evidence says what
+            else:
+                candidate.close()  # bwrap could not start at all
+        evidence: dict[str, Any] = {
+            "sandbox": settings.self_update_sandbox,
+            "jail": "bubblewrap" if self.jail is not None else "none",
+            "isolation": isolation.held,
+            "isolation_missing": isolation.missing,
+        }
+        if self.jail is not None:
+            jailed = self.jail
+            evidence.update(
+                hidden=jailed.hidden, shown=jailed.show, forwarded=sorted(jailed.forwards)
+            )
+        return evidence
 
     def _hidden(self) -> list[Path]:
-        """What the jail covers: the data directory (stores, keys, other attempts) and the
-        workspaces, unless one holds Tachograph's own installation, which the hooks run."""
+        """What the jail covers besides /run and /tmp: the data directory (stores, keys,
+        other attempts), the workspaces and the registered checkout."""
         settings = self.executor.settings
-        install = Path(sys.prefix).resolve()
-        candidates = (settings.data_dir.resolve(), settings.workspace_root.resolve())
-        return [p for p in candidates if not install.is_relative_to(p)]
+        return [p.resolve() for p in (settings.data_dir, settings.workspace_root, self.checkout)]
 
     def _contained_env(self, token: str | None, home: Path) -> dict[str, str]:
         allowed = (*BASE_ENV, *self.executor.settings.self_update_env)
@@ -416,27 +429,6 @@ def remove_unrecorded_ref(
     ref = self_update_ref(task_id)
     commit = discard_ref(checkout, ref)
     return None if commit is None else {"ref": ref, "commit": commit}
-
-
-class Jail:
-    """The network jail of one attempt: relays for its loopback ports, and how to enter it."""
-
-    def __init__(self, ports: tuple[int, ...], hidden: list[Path], keep: Path) -> None:
-        # Unix socket paths are limited to 108 bytes: a short directory of its own.
-        self.dir = Path(tempfile.mkdtemp(prefix="tg-jail-"))
-        self.forwards = {p: str(self.dir / f"{p}.sock") for p in ports}
-        self.relays = [network_jail.UnixRelay(path, p) for p, path in self.forwards.items()]
-        self.hidden = [str(p) for p in hidden]
-        self.keep = str(keep)
-
-    def wrap(self, argv: Sequence[str]) -> tuple[str, ...]:
-        jailed = network_jail.jail_argv(self.forwards, argv, hide=self.hidden, keep=[self.keep])
-        return tuple(jailed)
-
-    def close(self) -> None:
-        for relay in self.relays:
-            relay.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _loopback_port(url: str) -> int | None:

@@ -170,3 +170,7 @@ def test_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
     assert 'ENTRYPOINT ["tachograph"]' in dockerfile
     assert re.search(r'^CMD \["serve", "--host", "0\.0\.0\.0"', dockerfile, re.M)
     assert "EXPOSE 8000" in dockerfile
+    # The jail of self-update agents (infra/jail.py), in the image that runs them.
+    assert re.search(
+        r"^RUN apt-get update .*apt-get install [^\n]*bubblewrap", dockerfile, re.M | re.S
+    )

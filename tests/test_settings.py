@@ -38,6 +38,7 @@ def test_defaults() -> None:
         ("TACHOGRAPH_SELF_UPDATE_REVIEW_MAX_BYTES", "100"),
         ("TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", "0"),
         ("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", "forever"),
+        ("TACHOGRAPH_SELF_UPDATE_SANDBOX", "chroot"),
     ],
 )
 def test_malformed_value_names_the_variable(name: str, value: str) -> None:
@@ -58,6 +59,26 @@ def test_database_url_is_parsed() -> None:
         "u",
         "p@ss",
     )
+
+
+def test_pgpassword_is_the_database_password_when_the_url_has_none() -> None:
+    """libpq's fallback made explicit, so serve can drop PGPASSWORD from its environment."""
+    base = "postgresql://u@db.internal/prod"
+    env = {"TACHOGRAPH_DATABASE_URL": base, "PGPASSWORD": "from-env"}
+    url = Settings.from_env(env).database_url
+    assert url is not None and url.password == "from-env"
+    env["TACHOGRAPH_DATABASE_URL"] = "postgresql://u:in-url@db.internal/prod"
+    url = Settings.from_env(env).database_url
+    assert url is not None and url.password == "in-url"
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [(None, "auto"), ("strict", "strict"), ("netns", "strict"), ("NONE", "none")],
+)
+def test_the_sandbox_setting_and_its_earlier_name(value: str | None, mode: str) -> None:
+    env = {} if value is None else {"TACHOGRAPH_SELF_UPDATE_SANDBOX": value}
+    assert Settings.from_env(env).self_update_sandbox == mode
 
 
 def refused_start(env: dict[str, str]) -> list[str]:

@@ -235,6 +235,11 @@ def report(argv: list[str]) -> int:
     """Append what the command is given (cwd, network, environment) to a file, then run it."""
     parser = argparse.ArgumentParser(prog="anthropic_standin.py report")
     parser.add_argument("--to", required=True, help="append a JSON line here")
+    parser.add_argument(
+        "--collector",
+        type=int,
+        help="through this loopback port (tests/autonomy/record_collector.py): in the jail",
+    )
     parser.add_argument("--host-netns", required=True, help="the host's network namespace")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -251,8 +256,15 @@ def report(argv: list[str]) -> int:
         "env": sorted(os.environ),
         "shown": {k: os.environ[k] for k in SHOWN if k in os.environ},
     }
-    with open(args.to, "a", encoding="utf-8") as out:
-        out.write(json.dumps(seen) + "\n")
+    line = json.dumps(seen) + "\n"
+    if args.collector is None:
+        with open(args.to, "a", encoding="utf-8") as out:
+            out.write(line)
+    else:
+        with socket.create_connection(("127.0.0.1", args.collector), 10) as s:
+            s.sendall(json.dumps({"path": args.to, "text": line}).encode())
+            s.shutdown(socket.SHUT_WR)
+            s.recv(1)  # written
     os.execvp(command[0], command)
 
 

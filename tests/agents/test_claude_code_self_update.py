@@ -2,12 +2,13 @@
 
 `tachograph serve` runs a self-update task whose agent is Claude Code 2.1.328 (installed by
 scripts/agent-clis), offline: its model is the scripted stand-in in anthropic_standin.py,
-and the executor's jail (TACHOGRAPH_SELF_UPDATE_SANDBOX=netns) runs it in a network
-namespace with loopback only, where exactly two ports exist, relayed to serve (for its
-hooks) and to the stand-in. The implement run tries `git push origin main`,
-`cat ~/.ssh/id_rsa`, writing `../outside.txt` and `.git/config`, and `curl` to an outside
-address (all must be denied by the policy its agent token carries, so Claude Code never
-runs them), then writes a file and commits it;
+and the executor's jail (TACHOGRAPH_SELF_UPDATE_SANDBOX=strict, infra/jail.py) runs it
+under bubblewrap, in a network namespace with loopback only, where exactly three ports
+exist, relayed to serve (for its hooks), to the stand-in, and to the collector that
+takes the reporter's notes (the jail hides the test's files). The implement run tries
+`git push origin main`, `cat ~/.ssh/id_rsa`, writing `../outside.txt` and `.git/config`,
+and `curl` to an outside address (all must be denied by the policy its agent token
+carries, so Claude Code never runs them), then writes a file and commits it;
 the review run approves the digest it is shown. The change lands as a ref, nothing else.
 """
 
@@ -28,7 +29,7 @@ import pytest
 
 from bootstrap import build_services
 from domain.task_policy import SOURCE_SELF_UPDATE
-from infra import network_jail
+from infra.jail import bwrap
 from infra.settings import Settings
 from tests.agents.anthropic_standin import (
     AnthropicStandIn,
@@ -40,6 +41,7 @@ from tests.agents.anthropic_standin import (
     text_of,
     tool_results,
 )
+from tests.autonomy.record_collector import collector_port
 from tests.support import Proc, Server, env_for, free_port
 
 pytestmark = pytest.mark.slow
@@ -98,14 +100,14 @@ def claude() -> str:
 
 @pytest.fixture(scope="module")
 def netns() -> bool:
-    """Whether the agent runs in a loopback-only network namespace (the default where the
-    machine allows one). TACHOGRAPH_AGENT_NETNS=1 requires it, =0 uses the host loopback."""
+    """Whether the agent runs in the executor's jail (the default where bubblewrap is
+    installed). TACHOGRAPH_AGENT_NETNS=1 requires it, =0 uses the host loopback."""
     wanted = os.environ.get("TACHOGRAPH_AGENT_NETNS", "")
     if wanted == "0":
         return False
-    available = network_jail.available()
+    available = bwrap() is not None
     if wanted == "1" and not available:
-        pytest.fail("TACHOGRAPH_AGENT_NETNS=1 but no network namespace can be created here")
+        pytest.fail("TACHOGRAPH_AGENT_NETNS=1 but bubblewrap (bwrap) is not installed")
     return available
 
 
@@ -232,6 +234,8 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
             "report",
             "--to",
             str(report),
+            "--collector",
+            str(collector_port()),
             "--host-netns",
             host_netns,
             "--",
@@ -255,9 +259,10 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
             "ANTHROPIC_BASE_URL": api.url,
             "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-real-key",
             **OFFLINE,
-            # Loopback only, where serve's port and the stand-in's are relayed in.
-            "TACHOGRAPH_SELF_UPDATE_SANDBOX": "netns" if netns else "none",
-            "TACHOGRAPH_SELF_UPDATE_FORWARD": str(api.port),
+            # Loopback only, where serve's port, the stand-in's and the collector's are
+            # relayed in; every isolation item must hold.
+            "TACHOGRAPH_SELF_UPDATE_SANDBOX": "strict" if netns else "none",
+            "TACHOGRAPH_SELF_UPDATE_FORWARD": f"{api.port},{collector_port()}",
             "TACHOGRAPH_SELF_UPDATE_ENV": ",".join(
                 ["ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", *OFFLINE]
             ),
@@ -410,6 +415,7 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         "TZ",
         "HOME",
         "TMPDIR",
+        "PWD",  # the working directory (the clone), which bubblewrap sets
         "ANTHROPIC_BASE_URL",
         "ANTHROPIC_API_KEY",
         *OFFLINE,
@@ -424,5 +430,9 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         if netns:  # the executor's jail: loopback only, local servers' sockets hidden
             assert run["interfaces"] == ["lo"] and run["netns"] != run["hostNetns"], run
             assert run["run"] == [], run
+    if netns:  # and the prepare phase saw every isolation item hold
+        prepared = flow["phases"][0]["evidence"]
+        assert prepared["jail"] == "bubblewrap" and prepared["isolationMissing"] == {}, prepared
+        assert all(prepared["isolation"].values()), prepared
     assert {p.split("?")[0] for p in api.paths()} <= {"POST /v1/messages"}, api.paths()
     assert all(r.headers.get("x-api-key") == "present" for r in api.requests)

@@ -67,6 +67,9 @@ def worker(settings: Settings, log: Path, state: Path) -> Proc:
         "TACHOGRAPH_TASK_KILL_GRACE_S": "1",
         "TACHOGRAPH_SELF_UPDATE_IDLE_S": "0.2",
         "TACHOGRAPH_SELF_UPDATE_CRON": "* * * * *",
+        # Scheduling across workers is under test, not the jail, which would hide the
+        # state directory the stand-in writes to (tests/autonomy/test_self_update_jail.py).
+        "TACHOGRAPH_SELF_UPDATE_SANDBOX": "none",
     }
     proc = Proc(["worker"], env, log)
     wait_until(lambda: "worker started" in proc.output(), timeout=30, every=0.1)

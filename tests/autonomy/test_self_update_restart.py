@@ -26,6 +26,7 @@ from bootstrap import build_services
 from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.settings import Settings
 from projections.self_update_cycles import task_workflow
+from tests.autonomy.record_collector import collector_port
 from tests.support import Server
 
 pytestmark = pytest.mark.slow
@@ -120,6 +121,7 @@ def test_a_killed_cycle_is_recovered_and_imports_once(
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "1")
     script: dict[str, Any] = {"implement": "commit", "review": "approve"}
     script["record"] = str(tmp_path / "agent.jsonl")
+    script["collector"] = collector_port()  # the jail hides tmp_path from the agent
     if phase == "implement":
         script["sleep_first"] = 60
     setup = build_services(settings)
@@ -134,7 +136,11 @@ def test_a_killed_cycle_is_recovered_and_imports_once(
     finally:
         setup.close()
 
-    env = {**ENV, **pausing_git(tmp_path, phase)}
+    env = {
+        **ENV,
+        **pausing_git(tmp_path, phase),
+        "TACHOGRAPH_SELF_UPDATE_FORWARD": str(collector_port()),
+    }
     ref = f"refs/tachograph/self-update/{task_id}"
     first = Server(settings, tmp_path / "serve-1.log", env)
     first.wait_ready()

@@ -62,7 +62,7 @@ def test_a_reviewer_is_shown_the_whole_patch_up_to_its_limit(
 def test_the_reviewer_sees_nothing_the_implementer_left_outside_the_patch(
     settings: Settings, repo: Path, tmp_path: Path
 ) -> None:
-    with cycle_client(settings) as api:
+    with cycle_client(settings, self_update_sandbox="strict") as api:
         task, flow = cycle(api, tmp_path, implement="plant", review="approve")
     implement, review = seen(tmp_path)
     # Its own HOME, empty: no ~/.claude/CLAUDE.md, ~/.codex/AGENTS.md, ~/.gemini/GEMINI.md.
@@ -74,8 +74,14 @@ def test_the_reviewer_sees_nothing_the_implementer_left_outside_the_patch(
     assert "build.log" not in review["files"] and "CHANGELOG.md" in review["files"]
     assert review["instructions"] == []
     # Nor the clone: it waits beside the attempt directory, which the jail hides.
-    assert flow["phases"][0]["evidence"]["sandbox"] == "netns"
+    assert flow["phases"][0]["evidence"]["jail"] == "bubblewrap"
     assert review["besideAttempt"] == ["1"]  # the attempt's own directory only
+    # In the jail the reviewer works at the clone's path, with its HOME and TMPDIR (which
+    # it wrote to) in a review area of the attempt directory, the part the jail binds.
+    attempt = Path(implement["cwd"]).parent
+    assert review["cwd"] == implement["cwd"] and attempt.name == "1"
+    for own in (Path(review["home"]), Path(review["tmpdir"])):
+        assert own.parent.parent == attempt and own.parent.name.startswith("review-")
     assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
 
 
@@ -99,7 +105,9 @@ def test_the_operators_own_instruction_files_above_do_not_stop_the_review(
     settings: Settings, repo: Path, tmp_path: Path
 ) -> None:
     (settings.data_dir.parent / "CLAUDE.md").write_text("House rules.\n")
-    with cycle_client(settings) as api:
+    # The check runs outside the jail, whatever the mode; without one the reviewer is
+    # seen reading the file (a jail hides the test's directory, the file with it).
+    with cycle_client(settings, self_update_sandbox="none") as api:
         task, flow = cycle(api, tmp_path, implement="commit", review="approve")
     assert phases(flow)[-1] == ("commit", "ok") and task["status"] == "completed"
     review = seen(tmp_path)[-1]

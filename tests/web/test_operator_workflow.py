@@ -28,6 +28,7 @@ from api.app import create_app
 from bootstrap import Services
 from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.settings import Settings
+from tests.autonomy.record_collector import collector_port
 from tests.support import free_port
 from tests.tasks.conftest import wait_until
 from tests.web.browser import Browser
@@ -110,7 +111,17 @@ def running_site(base: Path, **extra: Any) -> Iterator[WorkflowSite]:
         data_dir=base / "data",
         workspace_root=root,
         api_key=API_KEY,
-        task_command=(sys.executable, AGENT, "{prompt}", str(base / "agent-state")),
+        # The jail hides the state directory; the stand-in reaches it through the
+        # collector's port, relayed in (tests/autonomy/record_collector.py).
+        task_command=(
+            sys.executable,
+            AGENT,
+            "{prompt}",
+            str(base / "agent-state"),
+            "--collector",
+            str(collector_port()),
+        ),
+        self_update_forward=(collector_port(),),
         task_poll_interval_s=0.1,
         task_kill_grace_s=1.0,
         task_timeout_s=60.0,
