@@ -6,7 +6,7 @@ Each agent run of a cycle starts under `bwrap` (bubblewrap, the Debian package) 
 - its own **PID namespace** with its own `/proc`: no process outside is visible, so
   none can be signalled, traced, or read through `/proc/<pid>/environ` or `root`;
 - its own **mount namespace**: `/` read-only; `/run` and `/var/run` (local servers' Unix
-  sockets), `/tmp` and every hidden path covered by an empty tmpfs; what the agent must
+  sockets), `/tmp`, `/var/tmp` and every hidden path covered by an empty tmpfs; what the agent must
   run (Tachograph's installation, for its hooks) bound back read-only, the kept paths
   (the attempt's clone, `HOME`, `TMPDIR`) writable;
 - a **network namespace with loopback only**, where `infra/jail_init.py` listens on
@@ -40,8 +40,8 @@ from infra import jail_init
 from infra.jail_init import CONNECT_TIMEOUT_S, NAMESPACES, serve
 
 # Where local servers keep their Unix sockets (PostgreSQL, MySQL, D-Bus, Docker), and
-# the machine's shared temporary directory: never the agent's to see.
-ALWAYS_HIDDEN = ("/run", "/var/run", "/tmp")
+# the machine's shared temporary directories: never the agent's to see.
+ALWAYS_HIDDEN = ("/run", "/var/run", "/tmp", "/var/tmp")
 ITEMS = (
     "userNamespace",
     "pidNamespace",

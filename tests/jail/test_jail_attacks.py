@@ -62,8 +62,10 @@ def user(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def place(user: str) -> Iterator[Path]:
-    """A directory outside /tmp (so the hidden one gets a tmpfs of its own) the user owns."""
-    path = Path(tempfile.mkdtemp(prefix="tg-jail-test-", dir="/var/tmp"))
+    """A directory outside /tmp and /var/tmp (hidden whole: the hidden one here must get a
+    tmpfs of its own) that the user owns."""
+    base = "/var/lib" if os.access("/var/lib", os.W_OK) else str(Path.home())
+    path = Path(tempfile.mkdtemp(prefix="tg-jail-test-", dir=base))
     hidden = path / "hidden"
     (hidden / "checkout").mkdir(parents=True)
     (hidden / "store.sqlite").write_text("the store")
