@@ -138,8 +138,10 @@ def input_summary(tool_name: str | None, tool_input: Any) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _redacted_path(path: str) -> tuple[str, bool]:
-    return redact_text(path, PATH_LIMIT)
+def _redacted_label(text: str, limit: int) -> tuple[str, bool]:
+    """A value a session repeats on each event (its cwd, model, permission mode): redacted
+    once."""
+    return redact_text(text, limit)
 
 
 class _Facts:
@@ -155,6 +157,11 @@ class _Facts:
             return
         text, cut = redact_text(value, limit) if redact else cut_utf8(value, limit)
         self._put(name, text, len(text.encode()), cut)
+
+    def label(self, name: str, value: str | None, limit: int) -> None:
+        if value is not None:
+            text, cut = _redacted_label(value, limit)
+            self._put(name, text, len(text.encode()), cut)
 
     def value(self, name: str, value: Any, text: str) -> None:
         """A structured (already redacted) input, `text` its compact JSON: kept as is, or
@@ -200,12 +207,10 @@ def dispatch_facts(
         _response(facts, ev, secret_tool)
     facts.plain("duration_ms", ev.duration_ms)
     facts.plain("is_interrupt", ev.is_interrupt)
-    facts.text("model", ev.model, LABEL_LIMIT)
-    facts.text("agent_type", ev.agent_type, LABEL_LIMIT)
-    facts.text("permission_mode", ev.permission_mode, LABEL_LIMIT)
-    if ev.cwd is not None:  # one per session, the same on each of its events
-        cwd, cut = _redacted_path(ev.cwd)
-        facts.sized("cwd", cwd, len(cwd.encode()), cut)
+    facts.label("model", ev.model, LABEL_LIMIT)
+    facts.label("agent_type", ev.agent_type, LABEL_LIMIT)
+    facts.label("permission_mode", ev.permission_mode, LABEL_LIMIT)
+    facts.label("cwd", ev.cwd, PATH_LIMIT)
     if ev.event in PROMPT_EVENTS:
         facts.text("prompt", ev.prompt, INPUT_LIMIT)
     if ev.event in _MESSAGE_EVENTS:

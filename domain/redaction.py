@@ -42,7 +42,7 @@ _SECRET_MEMBER: Final = re.compile(
 
 def might_hold_secret(text: str) -> bool:
     """Whether redaction could change the text: False means `redact_secrets` keeps it."""
-    return any(applicable(text))
+    return True in applicable(text)
 
 
 def redact_secrets(text: str) -> str:
@@ -51,8 +51,11 @@ def redact_secrets(text: str) -> str:
     Each pattern runs only where its cheap test says it could match: most text holds no
     secret, and the ingest path redacts every tool input and response head.
     """
-    for rule, could_match in zip(RULES, applicable(text), strict=True):
-        if could_match:
+    could_match = applicable(text)
+    if True not in could_match:
+        return text
+    for rule, could in zip(RULES, could_match, strict=True):
+        if could:
             text = rule.apply(text)
     return text
 

@@ -241,19 +241,28 @@ def applicable(text: str) -> tuple[bool, ...]:
     runs = text.encode().translate(_RUNS)
     long_run = _SHAPE_RUN in runs  # an opaque token's run is longer still
     named = "key" in lower or "secret" in lower or "token" in lower or "pass" in lower
+    # Every tool rule has a flag (`-p`, `-a`, `-u`): the tool names are looked for only
+    # then; each other rule's words hold one that `named` looks for, or an `=`.
+    flags = "-" in text
     return (
         "-----BEGIN" in text,
-        "PuTTY-User-Key-File" in text,
+        named and "PuTTY-User-Key-File" in text,
         "://" in text and "@" in text,
         "authorization" in lower,
         "bearer" in lower,
-        "sshpass" in lower,
-        "mysql" in lower or "mariadb" in lower,
-        "redis-cli" in lower,
-        "curl" in lower,
-        named and "-" in text,
-        "aws_" in lower,
-        "accountkey" in lower or "sharedac" in lower or "sharedsecret" in lower or "sig=" in lower,
+        named and flags and "sshpass" in lower,
+        flags and ("mysql" in lower or "mariadb" in lower),
+        flags and "redis-cli" in lower,
+        flags and "curl" in lower,
+        named and flags,
+        named and "aws_" in lower,
+        "=" in text
+        and (
+            "accountkey" in lower
+            or "sharedac" in lower
+            or "sharedsecret" in lower
+            or "sig=" in lower
+        ),
         named,
         long_run and _may_start_key_shape(text),
         long_run and _OPAQUE_RUN in runs,
@@ -262,26 +271,35 @@ def applicable(text: str) -> tuple[bool, ...]:
 
 def _may_start_key_shape(text: str) -> bool:
     """Whether the text holds the start of a key shape (as `or`s: ~10x quicker than a
-    loop or a regular expression of the alternatives)."""
+    loop or a regular expression of the alternatives), grouped by the separator each
+    start holds, so text without it skips the group."""
     return (
-        "sk-" in text
-        or "gh" in text
-        or "github_pat_" in text
-        or "glpat-" in text
-        or "xox" in text
-        or "xapp-" in text
+        (
+            "_" in text
+            and (
+                "gh" in text
+                or "github_pat_" in text
+                or "_live_" in text
+                or "_test_" in text
+                or "whsec_" in text
+                or "npm_" in text
+                or "hf_" in text
+                or "dop_v1_" in text
+                or "shp" in text
+            )
+        )
+        or (
+            "-" in text
+            and (
+                "sk-" in text
+                or "glpat-" in text
+                or "xox" in text
+                or "xapp-" in text
+                or "pypi-" in text
+            )
+        )
+        or ("." in text and ("eyJ" in text or "SG." in text or "ya29." in text))
         or "AKIA" in text
         or "ASIA" in text
         or "AIza" in text
-        or "_live_" in text
-        or "_test_" in text
-        or "whsec_" in text
-        or "npm_" in text
-        or "pypi-" in text
-        or "hf_" in text
-        or "SG." in text
-        or "ya29." in text
-        or "dop_v1_" in text
-        or "shp" in text
-        or "eyJ" in text
     )
