@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,12 +18,12 @@ import pytest
 from domain.redaction import REDACTED
 from infra.settings import Settings
 from tests.hook_server import HookServer, answer
-from tests.support import Server
+from tests.support import admin_client
+from tests.test_approvals_api import pending
 
 pytestmark = pytest.mark.slow
 
 ADMIN_KEY = "redaction-admin-key-for-tests"
-ADMIN = {"x-tachograph-key": ADMIN_KEY}
 
 PROMPT_SECRET = "Sup3rS3cretDbPass"
 PROMPT = f"Migrate postgresql://admin:{PROMPT_SECRET}@db.internal/app to the new host\nthanks"
@@ -70,13 +68,8 @@ def serve(settings: Settings, tmp_path: Path, handler: HookServer) -> Iterator[h
         "TACHOGRAPH_APPROVALS": json.dumps(rules),
         "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
     }
-    server = Server(settings.with_(api_key=ADMIN_KEY), tmp_path / "serve.log", env)
-    try:
-        server.wait_ready(headers=ADMIN)
-        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as client:
-            yield client
-    finally:
-        server.kill()
+    with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+        yield client
 
 
 def new_session(client: httpx.Client) -> str:
@@ -217,7 +210,7 @@ def test_an_approval_request_keeps_no_secret_of_its_call_or_its_reason(
     ]
     for thread in threads:
         thread.start()
-    requests = _pending(serve, 2)
+    requests = pending(serve, 2)
     by_tool = {r["toolName"]: r for r in requests}
     assert by_tool["Grep"]["inputSummary"] == f"mysql -u app -p{REDACTED}"
     assert by_tool["Write"]["requestReason"] == f'please check: api_token="{REDACTED}"'
@@ -231,13 +224,3 @@ def test_an_approval_request_keeps_no_secret_of_its_call_or_its_reason(
     shown = surfaces(serve, session_id, last)
     shown["approvals"] = serve.get("/api/approvals").text
     assert_nowhere(shown, SUMMARY_SECRET, ASK_SECRET)
-
-
-def _pending(client: httpx.Client, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        items = client.get("/api/approvals", params={"status": "pending"}).json()["items"]
-        if len(items) >= count:
-            return list(items)
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} pending approvals")
