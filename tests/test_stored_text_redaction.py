@@ -26,7 +26,10 @@ pytestmark = pytest.mark.slow
 ADMIN_KEY = "redaction-admin-key-for-tests"
 
 PROMPT_SECRET = "Sup3rS3cretDbPass"
-PROMPT = f"Migrate postgresql://admin:{PROMPT_SECRET}@db.internal/app to the new host\nthanks"
+# A key the facts always redacted, and a password in a URL they did not: both must stay
+# out of the title too.
+PROMPT_KEY = "sk-ant-api03-" + "Zq7" * 8
+PROMPT = f"Use {PROMPT_KEY}, migrate postgresql://admin:{PROMPT_SECRET}@db/app\nthanks"
 STOP_SECRET = "hunter2-horse-battery"
 STOP_MESSAGE = f"Done. I ran `mytool sync --password {STOP_SECRET}` and it worked."
 REASON_SECRET = "dXNlcjpwYXNzd29yZA=="
@@ -134,12 +137,12 @@ def test_a_prompt_and_a_stop_message_leave_no_secret_in_title_summary_or_log(
     shown = surfaces(serve, session_id, position(stopped))
 
     session = serve.get(f"/api/sessions/{session_id}").json()
-    assert session["title"] == PROMPT.splitlines()[0].replace(PROMPT_SECRET, REDACTED)[:80]
+    assert session["title"] == f"Use {REDACTED}, migrate postgresql://admin:{REDACTED}@db/app"
     assert session["summary"] == f"Done. I ran `mytool sync --password {REDACTED}` and it worked."
     listed = serve.get("/api/sessions").json()["items"]
     assert [s["title"] for s in listed if s["id"] == session_id] == [session["title"]]
     assert "postgresql://admin:" in shown["stream"] and "postgresql://admin:" in shown["export"]
-    assert_nowhere(shown, PROMPT_SECRET, STOP_SECRET, CONTEXT_SECRET)
+    assert_nowhere(shown, PROMPT_KEY[:20], PROMPT_SECRET, STOP_SECRET, CONTEXT_SECRET)
     # The handler's context reached the agent as sent; only the log's copy is redacted.
     assert CONTEXT_SECRET in prompted.json()["additionalContext"]
     assert f"AccountKey={REDACTED}" in shown["events"]
