@@ -15,6 +15,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.agent_ids import TASKS_AGENT_ID
 from domain.application import Recorded, Tachograph
+from domain.dispatch_text import title_hint
 from domain.errors import NotFound, RuleViolation
 from domain.learned_delivery import NOTHING, Composed
 from domain.redaction import redact_bounded
@@ -216,7 +217,7 @@ class TaskService:
         # exists exactly when attemptCount > 0.
         extra: list[Aggregate] = []
         if attempt == 1:
-            title = f"Task: {(task.prompt.strip().splitlines() or [''])[0]}"[:80]
+            title = f"Task: {title_hint(task.prompt) or ''}"[:80]  # redacted, as every title
             extra.append(
                 Session(
                     workspace=task.workspace,

@@ -378,6 +378,8 @@ def test_an_agents_output_is_stored_redacted(executing: Services) -> None:
         for event in executing.app.events.get(transcript_id(task_id, 1))
         for record in getattr(event, "records", [])
     ]
-    shown = json.dumps([done["activity"], stored])
+    title = executing.app.get_session(UUID(done["sessionId"])).title
+    assert title is not None and title.startswith("Task: ") and secret not in title
+    shown = json.dumps([done["activity"], stored, title])
     assert "postgresql://app:[redacted]@db/app" in shown and "sshpass -p [redacted]" in shown
     assert secret not in shown
