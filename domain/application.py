@@ -16,6 +16,7 @@ from eventsourcing.persistence import IntegrityError, Recording, Transcoder
 from domain.approval import PENDING, Approval
 from domain.errors import AlreadyExists, InvalidState, NotFound, RevisionConflict
 from domain.ids import workspace_id
+from domain.redaction import redact_optional
 from domain.session import Session
 from domain.strict_json import ReadableTranscoder
 from domain.workspace import DEFAULT_WORKSPACE, Workspace
@@ -150,7 +151,7 @@ class Tachograph(Application[UUID]):
         self.get_workspace(workspace)
         session = Session(
             workspace=workspace,
-            title=title,
+            title=redact_optional(title),
             agent=agent,
             agent_session_id=agent_session_id,
             actor=actor,

@@ -16,12 +16,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from typing import Any, Final
 
 from domain.hook_dispatch import PROMPT_EVENTS, Decision
 from domain.lifecycle import LifecycleEvent
-from domain.redaction import REDACTED, might_hold_secret, redact_secrets
+from domain.redaction import (
+    MARGIN_BYTES,
+    REDACTED,
+    might_hold_secret,
+    redact_json,
+    redact_secrets,
+)
 
 RECORD_FULL: Final = "full"
 RECORD_METADATA: Final = "metadata"
@@ -33,18 +38,10 @@ SUMMARY_LIMIT: Final = 1024
 LABEL_LIMIT: Final = 256
 PATH_LIMIT: Final = 1024
 EVENT_LIMIT: Final = 32 * 1024
-# Text is cut this far past its limit before redaction: a key straddling the first cut
-# is then either redacted or lies wholly beyond the stored part.
-_REDACTION_MARGIN: Final = 512
 
 RESPONSE_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _MESSAGE_EVENTS: Final = frozenset({"Stop", "SubagentStop"})
 
-# Keys whose value is a credential whatever it looks like (`{"password": "hunter2"}`).
-_SECRET_KEY: Final = re.compile(
-    r"(?i)^(?:.*[_-])?(?:api[_-]?key|apikey|secret|token|password|passwd|access[_-]?key"
-    r"|private[_-]?key|client[_-]?secret|authorization|cookie)(?:[_-].*)?$"
-)
 # The input field that says what a call does, per tool (Claude Code's names; Coder and
 # the generic route use the same tool names for the same tools).
 _SUMMARY_KEYS: Final[dict[str, tuple[str, ...]]] = {
@@ -88,28 +85,15 @@ def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
 
 def redact_text(text: str, limit: int) -> tuple[str, bool]:
     """The text redacted, then cut to `limit` bytes."""
-    pre, _ = cut_utf8(text, limit + _REDACTION_MARGIN)
+    pre, _ = cut_utf8(text, limit + MARGIN_BYTES)
     return cut_utf8(redact_secrets(pre), limit)
 
 
 def redact_value(value: Any, limit: int = INPUT_LIMIT) -> Any:
-    """A JSON value with secret-named members and secret-looking strings redacted.
-
-    Each string is cut to `limit` (plus the redaction margin) first: nothing longer
-    can be stored, and redaction then costs no more than the stored text.
-    """
-    if isinstance(value, str):
-        return redact_secrets(cut_utf8(value, limit + _REDACTION_MARGIN)[0])
-    if isinstance(value, dict):
-        return {
-            key: REDACTED
-            if isinstance(key, str) and _SECRET_KEY.match(key) and value[key] is not None
-            else redact_value(value[key], limit)
-            for key in value
-        }
-    if isinstance(value, list):
-        return [redact_value(item, limit) for item in value]
-    return value
+    """A JSON value redacted (`redact_json`), each string first cut to `limit` plus the
+    redaction margin: nothing longer can be stored, and redaction then costs no more
+    than the stored text."""
+    return redact_json(value, lambda text: cut_utf8(text, limit + MARGIN_BYTES)[0])
 
 
 # One encoder for every call: `json.dumps` with options builds a new one each time.
@@ -128,10 +112,9 @@ def redacted_input(value: Any) -> tuple[Any, str]:
     secret-named member can be in it, the input is its own redaction and is not walked.
     """
     text = compact_json(value)
-    if len(text) <= INPUT_LIMIT and not might_hold_secret(text):
-        lower = text.lower()  # ASCII here: the other words of _SECRET_KEY were screened
-        if "authorization" not in lower and "cookie" not in lower:
-            return value, text
+    # Of a secret member's name, only `cookie` holds no word the screen looks for.
+    if len(text) <= INPUT_LIMIT and not might_hold_secret(text) and "cookie" not in text.lower():
+        return value, text
     redacted = redact_value(value)
     return redacted, compact_json(redacted)
 
@@ -155,8 +138,10 @@ def input_summary(tool_name: str | None, tool_input: Any) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _redacted_path(path: str) -> tuple[str, bool]:
-    return redact_text(path, PATH_LIMIT)
+def _redacted_label(text: str, limit: int) -> tuple[str, bool]:
+    """A value a session repeats on each event (its cwd, model, permission mode): redacted
+    once."""
+    return redact_text(text, limit)
 
 
 class _Facts:
@@ -172,6 +157,11 @@ class _Facts:
             return
         text, cut = redact_text(value, limit) if redact else cut_utf8(value, limit)
         self._put(name, text, len(text.encode()), cut)
+
+    def label(self, name: str, value: str | None, limit: int) -> None:
+        if value is not None:
+            text, cut = _redacted_label(value, limit)
+            self._put(name, text, len(text.encode()), cut)
 
     def value(self, name: str, value: Any, text: str) -> None:
         """A structured (already redacted) input, `text` its compact JSON: kept as is, or
@@ -217,12 +207,10 @@ def dispatch_facts(
         _response(facts, ev, secret_tool)
     facts.plain("duration_ms", ev.duration_ms)
     facts.plain("is_interrupt", ev.is_interrupt)
-    facts.text("model", ev.model, LABEL_LIMIT, redact=False)
-    facts.text("agent_type", ev.agent_type, LABEL_LIMIT, redact=False)
-    facts.text("permission_mode", ev.permission_mode, LABEL_LIMIT, redact=False)
-    if ev.cwd is not None:  # one per session, the same on each of its events
-        cwd, cut = _redacted_path(ev.cwd)
-        facts.sized("cwd", cwd, len(cwd.encode()), cut)
+    facts.label("model", ev.model, LABEL_LIMIT)
+    facts.label("agent_type", ev.agent_type, LABEL_LIMIT)
+    facts.label("permission_mode", ev.permission_mode, LABEL_LIMIT)
+    facts.label("cwd", ev.cwd, PATH_LIMIT)
     if ev.event in PROMPT_EVENTS:
         facts.text("prompt", ev.prompt, INPUT_LIMIT)
     if ev.event in _MESSAGE_EVENTS:

@@ -1,125 +1,93 @@
-"""Secret redaction of learning evidence (SPEC §8.1): pure policy, applied before storing."""
+"""Secret redaction: the one function every stored text from an agent or a handler passes.
+
+Pure policy, applied before anything is recorded (SPEC §8.1): tool inputs and responses,
+prompts and the titles and summaries derived from them, Stop messages, handler reasons,
+contexts and replacements, approval requests, learning evidence and task activity. The
+patterns live in domain/secret_patterns.py, each with the cheap test that says when it
+could match.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any, Final
 
+from domain.secret_patterns import REDACTED, RULES, applicable
 from domain.task_policy import truncate_utf8
 
-REDACTED = "[redacted]"
+__all__ = [
+    "REDACTED",
+    "contains_secret",
+    "evidence",
+    "redact_bounded",
+    "is_secret_member",
+    "might_hold_secret",
+    "redact_json",
+    "redact_secrets",
+]
+
 EVIDENCE_LIMIT_BYTES = 2 * 1024
+# Text is cut this far past its limit before redaction: a key straddling the first cut
+# is then either redacted or lies wholly beyond the stored part, and redaction costs no
+# more than the stored text.
+MARGIN_BYTES = 512
 
-# A PEM private key; an unterminated one (cut off by a log, say) is redacted to the end.
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY-----|.*\Z)",
-    re.DOTALL,
+# Members whose value is a credential whatever it looks like (`{"password": "hunter2"}`).
+_SECRET_MEMBER: Final = re.compile(
+    r"(?i)^(?:.*[_-])?(?:api[_-]?key|apikey|secret|token|password|passwd|passphrase"
+    r"|access[_-]?key|private[_-]?key|client[_-]?secret|authorization|cookie)(?:[_-].*)?$"
 )
-# The credential after an HTTP auth scheme; the scheme word stays so the text still reads.
-_BEARER = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9\-._~+/]{8,}=*)")
-# Well-known API key shapes: OpenAI/Anthropic, GitHub, GitLab, Slack, AWS, Google, Stripe, JWTs.
-_KEY_SHAPES = re.compile(
-    r"\b(?:"
-    r"sk-[A-Za-z0-9_\-]{16,}"
-    r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|glpat-[A-Za-z0-9_\-]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|AIza[0-9A-Za-z_\-]{35}"
-    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
-    r")"
-)
-# `api_key=...`, `"password": "..."`, `SECRET: ...`: the value of a secret-named assignment.
-_ASSIGNMENT = re.compile(
-    r"(?i)((?:api[_-]?key|apikey|secret|token|password|passwd|access[_-]?key|private[_-]?key"
-    r"|client[_-]?secret)[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*[\"']?)([^\s\"',;]{6,})"
-)
-# A long opaque token mixing upper case, lower case and digits (hex digests do not qualify).
-_OPAQUE = re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{32,}(?![A-Za-z0-9_\-])")
-
-
-def _opaque(match: re.Match[str]) -> str:
-    token = match.group(0)
-    mixed = (
-        any(c.isupper() for c in token)
-        and any(c.islower() for c in token)
-        and any(c.isdigit() for c in token)
-    )
-    return REDACTED if mixed else token
-
-
-# Each pattern runs only where a cheap test says it could match, since most text holds no
-# secret and these patterns cost ~0.4 µs per character together (the ingest path redacts
-# every tool input and response head). Each test accepts a superset of its pattern's
-# matches on ASCII text, and a replacement (`[redacted]`) cannot make a new match of a
-# later pattern. Other text runs every pattern: case-insensitive matching then knows
-# letters (`ſ`, `K`) that a lowercase test would miss.
-# Bytes of a token character ([A-Za-z0-9_-]) become `a`, every other byte a space: a run of
-# `a` is then a run of token characters.
-_TOKEN_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-_RUNS = bytes(ord("a") if b in _TOKEN_CHARS else ord(" ") for b in range(256))
-# Every key shape holds a run of at least 11 token characters (a JWT's shortest segment is
-# `eyJ` and 8 more); an opaque token is a run of 32.
-_SHAPE_RUN = b"a" * 11
-_OPAQUE_RUN = b"a" * 32
-_ALL = (True, True, True, True, True)
-
-
-def _suspects(text: str) -> tuple[bool, bool, bool, bool, bool]:
-    """For each pattern (private key, bearer, key shape, assignment, opaque token),
-    whether it could match the text."""
-    if not text.isascii():
-        return _ALL
-    lower = text.lower()
-    runs = text.encode().translate(_RUNS)
-    long_run = _SHAPE_RUN in runs  # an opaque token's run is longer still
-    return (
-        "-----BEGIN" in text,
-        "bearer" in lower,
-        long_run and _may_start_key_shape(text),
-        "key" in lower or "secret" in lower or "token" in lower or "passw" in lower,
-        long_run and _OPAQUE_RUN in runs,
-    )
-
-
-def _may_start_key_shape(text: str) -> bool:
-    """Whether the text holds the start of any of _KEY_SHAPES (as `or`s: ~10x quicker
-    than a loop or a regular expression of the alternatives)."""
-    return (
-        "sk-" in text
-        or "gh" in text
-        or "github_pat_" in text
-        or "glpat-" in text
-        or "xox" in text
-        or "AKIA" in text
-        or "ASIA" in text
-        or "AIza" in text
-        or "_live_" in text
-        or "_test_" in text
-        or "eyJ" in text
-    )
 
 
 def might_hold_secret(text: str) -> bool:
     """Whether redaction could change the text: False means `redact_secrets` keeps it."""
-    return any(_suspects(text))
+    return True in applicable(text)
 
 
 def redact_secrets(text: str) -> str:
-    """The text with bearer tokens, API-key-like strings and private keys replaced."""
-    private_key, bearer, key_shape, assignment, opaque = _suspects(text)
-    if private_key:
-        text = _PRIVATE_KEY.sub(REDACTED, text)
-    if bearer:
-        text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    if key_shape:
-        text = _KEY_SHAPES.sub(REDACTED, text)
-    if assignment:
-        text = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
-    if opaque:
-        text = _OPAQUE.sub(_opaque, text)
+    """The text with every secret the patterns know replaced by `[redacted]`.
+
+    Each pattern runs only where its cheap test says it could match: most text holds no
+    secret, and the ingest path redacts every tool input and response head.
+    """
+    could_match = applicable(text)
+    if True not in could_match:
+        return text
+    for rule, could in zip(RULES, could_match, strict=True):
+        if could:
+            text = rule.apply(text)
     return text
+
+
+def is_secret_member(key: object) -> bool:
+    """Whether a JSON member of this name holds a credential whatever its value."""
+    return isinstance(key, str) and _SECRET_MEMBER.match(key) is not None
+
+
+def redact_json(value: Any, cut: Callable[[str], str] | None = None) -> Any:
+    """A JSON value with secret-named members replaced and every string redacted.
+
+    Structure is kept: only strings change. `cut`, when given, bounds each string
+    before redaction (a caller that stores at most so much need not redact more).
+    """
+    if isinstance(value, str):
+        return redact_secrets(cut(value) if cut is not None else value)
+    if isinstance(value, dict):
+        return {
+            key: REDACTED
+            if is_secret_member(key) and value[key] is not None
+            else redact_json(value[key], cut)
+            for key in value
+        }
+    if isinstance(value, list):
+        return [redact_json(item, cut) for item in value]
+    return value
+
+
+def redact_optional(text: str | None) -> str | None:
+    """`redact_secrets` of a text that may be absent."""
+    return redact_secrets(text) if text else text
 
 
 def contains_secret(text: str | None) -> bool:
@@ -127,8 +95,20 @@ def contains_secret(text: str | None) -> bool:
     return bool(text) and redact_secrets(text or "") != text
 
 
+def cut_bytes(text: str, limit: int) -> str:
+    """At most `limit` bytes of UTF-8, never splitting a character (unmarked)."""
+    if len(text) * 4 <= limit:
+        return text
+    return text.encode()[:limit].decode(errors="ignore")
+
+
+def redact_bounded(text: str, limit_bytes: int) -> str:
+    """The text redacted, then cut (marked) to `limit_bytes`: a cut cannot hide a key."""
+    return truncate_utf8(redact_secrets(cut_bytes(text, limit_bytes + MARGIN_BYTES)), limit_bytes)
+
+
 def evidence(text: str | None) -> str | None:
     """A stored evidence field: redacted first (so a cut cannot hide a key), then ≤ 2 KiB."""
     if text is None:
         return None
-    return truncate_utf8(redact_secrets(text), EVIDENCE_LIMIT_BYTES)
+    return redact_bounded(text, EVIDENCE_LIMIT_BYTES)

@@ -10,6 +10,7 @@ from eventsourcing.domain import event
 
 from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import NotFound, RevisionConflict
+from domain.redaction import redact_json, redact_secrets
 
 
 class Session(TachographAggregate):
@@ -61,8 +62,10 @@ class Session(TachographAggregate):
         self.continues_in_turn += 1
 
     def rename(self, title: str, actor: str) -> None:
-        """Set the title and lock it against hook-derived titles."""
+        """Set the title (redacted, as every stored text) and lock it against hook-derived
+        titles."""
         self._guard_live("renamed")
+        title = redact_secrets(title)
         if title != self.title or not self.title_locked:
             self._renamed(title, actor)
 
@@ -99,7 +102,8 @@ class Session(TachographAggregate):
                 f"Revision {revision} is stale; the session is at revision {self.revision}. "
                 "Reload it and apply your change again."
             )
-        self._messages_saved(self.revision + 1, messages, actor)
+        # Stored text like any other: only the strings of a message change.
+        self._messages_saved(self.revision + 1, redact_json(messages), actor)
 
     @event("MessagesSaved", topic="Session.MessagesSaved")
     def _messages_saved(self, revision: int, messages: list[Any], actor: str) -> None:

@@ -15,8 +15,10 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.agent_ids import TASKS_AGENT_ID
 from domain.application import Recorded, Tachograph
+from domain.dispatch_text import title_hint
 from domain.errors import NotFound, RuleViolation
 from domain.learned_delivery import NOTHING, Composed
+from domain.redaction import redact_bounded
 from domain.session import Session
 from domain.task import StaleAttempt, Task, remediation_id, task_session_id
 from domain.task_policy import (
@@ -35,7 +37,6 @@ from domain.task_policy import (
     Backoff,
     after_failure,
     remediation_prompt,
-    truncate_utf8,
 )
 from domain.transcript import Transcript, transcript_id
 
@@ -220,7 +221,7 @@ class TaskService:
         # exists exactly when attemptCount > 0.
         extra: list[Aggregate] = []
         if attempt == 1:
-            title = f"Task: {(task.prompt.strip().splitlines() or [''])[0]}"[:80]
+            title = f"Task: {title_hint(task.prompt) or ''}"[:80]  # redacted, as every title
             extra.append(
                 Session(
                     workspace=task.workspace,
@@ -256,7 +257,7 @@ class TaskService:
     def complete(self, task_id: UUID, attempt: int, outcome: str | None) -> Recorded:
         """The attempt exited 0 (a cancelling task becomes cancelled instead)."""
         if outcome is not None:
-            outcome = truncate_utf8(outcome, RECORD_LIMIT_BYTES)
+            outcome = redact_bounded(outcome, RECORD_LIMIT_BYTES)  # the agent's last text
 
         def change(task: Task, now: datetime) -> None:
             if task.status == CANCELLING:
@@ -268,7 +269,7 @@ class TaskService:
 
     def fail(self, task_id: UUID, attempt: int, error_class: str, error: str) -> Recorded:
         """The attempt failed: retry with backoff, dead-letter or fail, by policy."""
-        error = truncate_utf8(error, ERROR_LIMIT_BYTES)
+        error = redact_bounded(error, ERROR_LIMIT_BYTES)
 
         def change(task: Task, now: datetime) -> None:
             if task.status == CANCELLING:

@@ -10,11 +10,16 @@ from eventsourcing.domain import event
 
 from domain.base import TachographAggregate, declare_event_versions
 from domain.ids import stable_id
-from domain.task_policy import bound_record, iso_utc
+from domain.redaction import MARGIN_BYTES, cut_bytes, redact_json
+from domain.task_policy import RECORD_LIMIT_BYTES, bound_record, iso_utc
 
 TAIL = 20  # records kept in memory for remediation prompts
 RECORDS_PER_EVENT = 64  # keeps single stored events small even for a large batch
 _STAMPED = frozenset({"seq", "attempt", "at"})
+
+
+def _precut(text: str) -> str:
+    return cut_bytes(text, RECORD_LIMIT_BYTES + MARGIN_BYTES)
 
 
 def transcript_id(task_id: UUID, attempt: int) -> UUID:
@@ -40,10 +45,12 @@ class Transcript(TachographAggregate):
         self.tail: list[dict[str, Any]] = []
 
     def append(self, records: list[dict[str, Any]], at: datetime) -> None:
-        """Number, stamp and bound records, then append them in small events."""
+        """Number, stamp, redact and bound records, then append them in small events."""
         stamped = []
         for offset, record in enumerate(records, start=1):
             fields = {k: v for k, v in record.items() if v is not None and k not in _STAMPED}
+            # An agent's output is stored text like any other: redacted before it is cut.
+            fields = redact_json(fields, _precut)
             stamped.append(
                 bound_record(
                     {

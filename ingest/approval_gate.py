@@ -25,6 +25,7 @@ from domain.approval_rules import APPROVAL_EVENTS, DEFAULT_TIMEOUT_S, ApprovalRu
 from domain.dispatch_facts import input_summary, redacted_input
 from domain.hook_dispatch import REDACTED, Decision
 from domain.lifecycle import LifecycleEvent
+from domain.redaction import redact_optional
 from ingest.ports import ApprovalLog, Render
 
 # A request settled this recently still answers the same call: Claude Code's permission
@@ -161,7 +162,8 @@ class ApprovalGate:
             input_summary=summary,
             rule_id=rule_id,
             handler_id=handler_id,
-            reason=decision.reason if decision.outcome == "ask" else None,
+            # The asking handler's reason, redacted like every text the log keeps.
+            reason=redact_optional(decision.reason) if decision.outcome == "ask" else None,
             requested_at=received,
             deadline=received + timedelta(seconds=timeout_s),
             on_timeout=on_timeout,

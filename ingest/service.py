@@ -28,6 +28,7 @@ from domain.approval import APPROVAL_HANDLER, settled_decision, still_pending
 from domain.approval import PENDING as APPROVAL_PENDING
 from domain.approval_rules import ApprovalRules
 from domain.dispatch_facts import dispatch_facts
+from domain.dispatch_text import recorded_decision, replayed, summary_hint, title_hint
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     CONTEXT_CAP,
@@ -69,11 +70,9 @@ from ingest.ports import (
 
 log = logging.getLogger(__name__)
 
-TITLE_CHARS = 80
 # A held request's timer may fire a moment before its deadline: that still expires it.
 _EARLY_WAKE = timedelta(milliseconds=100)
 APPROVAL_RUN_PREFIX = APPROVAL_HANDLER + ":"
-SUMMARY_CHARS = 500
 # A Stop `continue` is recorded on the session too; a concurrent change of the session
 # (a rename) makes that append conflict, and the count is then re-read and retried.
 _CONTINUE_RETRIES = 3
@@ -483,16 +482,11 @@ class HookIngest:
             "tool_call_id": ev.tool_call_id,
             "subagent_id": ev.subagent_id,
             "outcome": decision.outcome,
-            "reason": decision.reason,
-            "additional_context": decision.additional_context,
-            "replacement": decision.replacement,
-            "runs": [run.record() for run in decision.runs],
-            "title_hint": first_line(ev.prompt, TITLE_CHARS)
-            if ev.event == "UserPromptSubmit"
-            else None,
-            "summary_hint": (ev.last_assistant_message or "")[:SUMMARY_CHARS] or None
-            if ev.event == "Stop"
-            else None,
+            # The recorded copy of every text is redacted; the answer is not (see
+            # domain/dispatch_text.py).
+            **recorded_decision(decision),
+            "title_hint": title_hint(ev.prompt) if ev.event == "UserPromptSubmit" else None,
+            "summary_hint": summary_hint(ev.last_assistant_message) if ev.event == "Stop" else None,
             "note": note,
             "actor": actor,
             "facts": dispatch_facts(ev, decision, self.redacted_tools)
@@ -552,11 +546,12 @@ class HookIngest:
             stored = self._dispatches.stored(dispatch_id)
         if stored is None or stored.session_id != session_id:
             return None
+        outcome, refused = replayed(stored.outcome, stored.replacement)
         decision = Decision(
-            stored_outcome(stored.outcome),
-            stored.reason,
+            stored_outcome(outcome),
+            refused or stored.reason,
             stored.additional_context,
-            stored.replacement,
+            None if refused else stored.replacement,
             approved=any(
                 str(run.get("handler_id", "")).startswith(APPROVAL_RUN_PREFIX)
                 and run.get("outcome") == "pass"
@@ -591,10 +586,3 @@ def _working_directory(ev: LifecycleEvent) -> str | None:
     relative paths in the call are judged from there, not from the clone's root."""
     cwd = ev.cwd
     return cwd if cwd is not None and cwd.startswith("/") else None
-
-
-def first_line(text: str | None, limit: int) -> str | None:
-    if not text:
-        return None
-    line = text.strip().splitlines()[0].strip() if text.strip() else ""
-    return line[:limit] or None

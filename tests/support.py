@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -120,3 +122,18 @@ class Server(Proc):
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"serve not ready:\n{self.output()}")
+
+
+@contextmanager
+def admin_client(
+    settings: Settings, log: Path, env: dict[str, str], api_key: str
+) -> Iterator[httpx.Client]:
+    """A `serve` with `env` whose admin key is `api_key`, and a client that sends it."""
+    headers = {"x-tachograph-key": api_key}
+    server = Server(settings.with_(api_key=api_key), log, env)
+    try:
+        server.wait_ready(headers=headers)
+        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+            yield client
+    finally:
+        server.kill()

@@ -24,7 +24,7 @@ from domain.errors import InvalidState
 from infra.settings import Settings, SettingsError
 from scheduler.maintenance import expire_orphaned_approvals_job
 from tests.hook_server import HookServer, answer
-from tests.support import Server
+from tests.support import Server, admin_client
 
 pytestmark = pytest.mark.slow
 
@@ -93,13 +93,8 @@ def serve(settings: Settings, tmp_path: Path, handler: HookServer) -> Iterator[h
         "TACHOGRAPH_HOOKS": json.dumps(hooks),
         "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
     }
-    server = Server(settings.with_(api_key=ADMIN_KEY), tmp_path / "serve.log", env)
-    try:
-        server.wait_ready(headers=ADMIN)
-        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as client:
-            yield client
-    finally:
-        server.kill()
+    with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+        yield client
 
 
 def issue(client: httpx.Client, **body: object) -> dict[str, str]:

@@ -10,17 +10,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain import redaction
-from domain.redaction import REDACTED, might_hold_secret, redact_secrets
+from domain import secret_patterns
+from domain.redaction import might_hold_secret, redact_secrets
 
 
 def every_pattern(text: str) -> str:
-    """Redaction with no screening: the five substitutions, in order."""
-    text = redaction._PRIVATE_KEY.sub(REDACTED, text)
-    text = redaction._BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    text = redaction._KEY_SHAPES.sub(REDACTED, text)
-    text = redaction._ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
-    return redaction._OPAQUE.sub(redaction._opaque, text)
+    """Redaction with no screening: every rule's substitution, in order."""
+    for rule in secret_patterns.RULES:
+        text = rule.apply(text)
+    return text
 
 
 SECRETS = [
@@ -46,6 +44,18 @@ SECRETS = [
     "ſecret=abcdefgh",
     "\u212aey: abcdefgh12",
     "pasſword=abcdefgh",
+    "postgresql://user:pa55word@db/app",
+    "Authorization: Basic dXNlcjpwYXNz",
+    "curl -u admin:hunter2 https://x",
+    "aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----",
+    "mytool --password 'two words'",
+    "AccountKey=abc123==;",
+    "sshpass -p hunter2 ssh h",
+    "mysql -psecret db",
+    "redis-cli -a secret",
+    "PuTTY-User-Key-File-3: ssh-ed25519\nPrivate-MAC: 0a1b",
+    "https://a.blob.core.windows.net/c?sv=1&sig=abc%2Fdef",
 ]
 PLAIN = [
     "",
@@ -56,6 +66,8 @@ PLAIN = [
     "sha256 " + "0123456789abcdef" * 4,
     "structuredPatch userModified originalFile",
     "keyboard tokenizer secretary",  # words a test lets through to the patterns
+    "ssh -p 2222 host; mkdir -p a/b; docker login --password-stdin",
+    "https://example.com:8080/a@b",
 ]
 
 
@@ -69,7 +81,9 @@ def test_known_secrets_and_plain_text_come_out_as_every_pattern_gives() -> None:
     assert not might_hold_secret("ls -la /home/dev/repo")
 
 
-fragments = st.sampled_from(SECRETS + PLAIN + [" ", "=", ":", '"', "\n", "-", "_", "é", "İ"])
+fragments = st.sampled_from(
+    SECRETS + PLAIN + [" ", "=", ":", '"', "'", "\\", "\n", "-", "_", "@", "://", "é", "İ"]
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -359,3 +359,29 @@ def test_an_unreapable_process_is_reported_interrupted_and_keeps_its_slot(
 
 
 pytestmark = pytest.mark.filterwarnings("error")
+
+
+def test_an_agents_output_is_stored_redacted(executing: Services) -> None:
+    secret = "Sup3rS3cretPw"
+    call = {"type": "tool_use", "name": "Bash", "input": {"command": f"sshpass -p {secret} ssh h"}}
+    lines = [
+        f"connecting to postgresql://app:{secret}@db/app",
+        {"type": "assistant", "message": {"content": [call]}},
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": f"done; password={secret}"}]},
+        },
+    ]
+    task_id = submit(executing, {"lines": lines})
+    done = ends(executing, task_id, "completed")
+    assert done["outcome"] == "done; password=[redacted]"
+    stored = [
+        record
+        for event in executing.app.events.get(transcript_id(task_id, 1))
+        for record in getattr(event, "records", [])
+    ]
+    title = executing.app.get_session(UUID(done["sessionId"])).title
+    assert title is not None and title.startswith("Task: ") and secret not in title
+    shown = json.dumps([done["activity"], stored, title])
+    assert "postgresql://app:[redacted]@db/app" in shown and "sshpass -p [redacted]" in shown
+    assert secret not in shown
