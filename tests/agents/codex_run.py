@@ -103,6 +103,20 @@ def stopping_at_escalation(serve: Server) -> Behaviour:
     return decide
 
 
+def codex_tmp(work: Path) -> Path:
+    """A TMPDIR of the run's own for Codex.
+
+    With a bubblewrap on PATH (the system's, which Tachograph's jail installs), Codex's
+    sandbox starts its helper through a `codex-linux-sandbox` alias it writes into
+    CODEX_HOME, and it refuses to write one below the temporary directory; the run's
+    CODEX_HOME is below /tmp, so without this every sandboxed command fails with
+    `execvp codex-linux-sandbox`. A real ~/.codex is never below TMPDIR.
+    """
+    tmp = work / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return tmp
+
+
 def codex_config(codex_home: Path, base_url: str) -> None:
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
@@ -138,7 +152,10 @@ def main() -> int:
         with standin.ResponsesStandIn(script) as api:
             codex_config(home / ".codex", api.base_url)
             env = harness.agent_env(
-                work, CODEX_HOME=str(home / ".codex"), STANDIN_API_KEY="sk-standin"
+                work,
+                CODEX_HOME=str(home / ".codex"),
+                STANDIN_API_KEY="sk-standin",
+                TMPDIR=str(codex_tmp(work)),
             )
             argv = [args.codex, "exec", "--skip-git-repo-check", "--approve-for-me"]
             argv += ["--dangerously-bypass-hook-trust", "-C", str(project), PROMPT]
