@@ -168,6 +168,10 @@ def test_the_installation_inside_a_hidden_directory_stays_visible_and_read_only(
     keep = tmp_path / "attempt"
     keep.mkdir()
     jail = Jail(binary, [], [ROOT.parent], [keep], show=installation())
+    # Paths bound back into the hidden directory (the attempt's, the jail's sockets) show
+    # their first component there too when it holds them, as where the clone is in /tmp.
+    bound = [Path(p) for p in (keep, jail.dir) if Path(p).is_relative_to(ROOT.parent)]
+    mount_points = {p.relative_to(ROOT.parent).parts[0] for p in bound}
     look = (
         "import json, os, sys\n"
         "try:\n"
@@ -188,6 +192,7 @@ def test_the_installation_inside_a_hidden_directory_stays_visible_and_read_only(
     finally:
         jail.close()
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == [[ROOT.name], "OSError"]
+    listed, wrote = json.loads(done.stdout)
+    assert sorted(listed) == sorted({ROOT.name} | mount_points) and wrote == "OSError"
     assert str(ROOT) in jail.show
     assert not (ROOT / "jail-wrote-here").exists()
