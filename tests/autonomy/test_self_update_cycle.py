@@ -252,9 +252,15 @@ def operator_api(settings: Settings, repo: Path) -> Iterator[TestClient]:
 
 def awaiting_review(api: TestClient, tmp_path: Path) -> tuple[str, str]:
     """Start a cycle whose agent commits; return its task and the digest awaiting review."""
-    services = api.app.state.services  # type: ignore[attr-defined]
     script = {"implement": "commit", "review": "approve", "record": str(tmp_path / "a")}
-    prompt = json.dumps({**script, "collector": collector_port()})
+    task_id, inspected = inspected_cycle(api, json.dumps({**script, "collector": collector_port()}))
+    return task_id, str(inspected["digest"])
+
+
+def inspected_cycle(api: TestClient, prompt: str) -> tuple[str, dict[str, Any]]:
+    """Start a cycle with this prompt; return its task and the inspect phase's evidence
+    once it awaits an operator's review."""
+    services = api.app.state.services  # type: ignore[attr-defined]
     task_id = str(
         services.tasks.service.create(
             "repo", prompt, None, 1, "t", source=SOURCE_SELF_UPDATE
@@ -265,7 +271,7 @@ def awaiting_review(api: TestClient, tmp_path: Path) -> tuple[str, str]:
         head = services.app.recorder.max_notification_id()
         flow = api.get(f"/api/tasks/{task_id}/workflow?minPosition={head}")
         if flow.status_code == 200 and phases(flow.json())[-1:] == [("inspect", "ok")]:
-            return task_id, str(flow.json()["phases"][-1]["evidence"]["digest"])
+            return task_id, dict(flow.json()["phases"][-1]["evidence"])
         time.sleep(0.1)
     raise AssertionError("the cycle never reached review")
 

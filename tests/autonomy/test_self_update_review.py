@@ -7,14 +7,12 @@ instruction file; the stand-in reviewer records what it was shown and what it se
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from domain.task_policy import SOURCE_SELF_UPDATE
 from infra.settings import Settings
 from tests.autonomy import test_self_update_cycle as cycles
 from tests.autonomy.test_self_update_cycle import cycle, cycle_client, git, phases, seen
@@ -136,23 +134,8 @@ def operator_api(settings: Settings, repo: Path) -> Iterator[TestClient]:
 
 
 def test_an_operator_is_shown_the_whole_patch(operator_api: TestClient, tmp_path: Path) -> None:
-    services = operator_api.app.state.services  # type: ignore[attr-defined]
     script = '{"implement": "padding-then-tail", "review": "approve"}'
-    task_id = str(
-        services.tasks.service.create(
-            "repo", script, None, 1, "t", source=SOURCE_SELF_UPDATE
-        ).aggregate_id
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        head = services.app.recorder.max_notification_id()
-        flow = operator_api.get(f"/api/tasks/{task_id}/workflow?minPosition={head}")
-        if flow.status_code == 200 and phases(flow.json())[-1:] == [("inspect", "ok")]:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the cycle never reached review")
-    inspected = flow.json()["phases"][-1]["evidence"]
+    task_id, inspected = cycles.inspected_cycle(operator_api, script)
     assert inspected["reviewBy"] == "operator"
     assert len(inspected["patch"].encode()) == inspected["bytes"] + 3 > 72_000  # \xe9
     assert inspected["patch"].rstrip().endswith(TAIL)
