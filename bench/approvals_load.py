@@ -21,15 +21,8 @@ from typing import Any, Final
 
 import httpx
 
-from bench.run import (
-    Store,
-    free_port,
-    gateway_turn,
-    overhead,
-    percentiles,
-    policy_handler,
-    serve,
-)
+from bench.gateway import gateway_turn, overhead, percentiles, policy_handler
+from bench.servers import Store, free_port, serve
 
 HELD: Final = 200
 ROUNDS: Final = 2

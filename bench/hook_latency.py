@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from bench.run import Store, free_port, percentiles, serve
+from bench.gateway import percentiles
+from bench.servers import Store, free_port, serve
 
 REPO: Final = Path(__file__).resolve().parents[1]
 FIXTURES: Final = REPO / "tests" / "fixtures"

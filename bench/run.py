@@ -6,23 +6,26 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from bench.gateway import (
+    gateway_turn,
+    overhead,
+    percentiles,
+    policy_handler,
+    timed_alternately,
+)
+from bench.servers import Store, baseline, free_port, serve
 
 EVENT_BODY = {
     "event": "PostToolUse",
@@ -55,92 +58,6 @@ CLAUDE_POST_TOOL_USE = {
     "tool_use_id": "UNIQUE",
     "duration_ms": 2,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Store:
-    """A fresh, empty store for one measurement: a temp dir, or a new PostgreSQL schema."""
-
-    def __init__(self, kind: str, pg_url: str, root: Path) -> None:
-        self.kind = kind
-        self.pg_url = pg_url
-        self.root = root
-        self.schema = f"bench_{uuid.uuid4().hex[:10]}"
-
-    def env(self) -> dict[str, str]:
-        (self.root / "workspace").mkdir(parents=True, exist_ok=True)
-        env = {
-            "TACHOGRAPH_DATA_DIR": str(self.root / "data"),
-            "TACHOGRAPH_WORKSPACE_ROOT": str(self.root / "workspace"),
-        }
-        if self.kind == "postgres":
-            env["TACHOGRAPH_DATABASE_URL"] = self.pg_url
-            env["TACHOGRAPH_DATABASE_SCHEMA"] = self.schema
-        return env
-
-    def drop(self) -> None:
-        if self.kind == "postgres":
-            import psycopg
-
-            with psycopg.connect(self.pg_url, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
-
-
-@contextmanager
-def process(
-    argv: list[str], env: dict[str, str], url: str, log: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Start a server process, wait until `url` answers, stop it afterwards."""
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{argv[2:4]} exited: see {log}")
-                try:
-                    httpx.get(url, timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            yield proc
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def serve(store: Store, port: int, log: Path, extra: dict[str, str] | None = None) -> Any:
-    argv = [sys.executable, "-m", "cli.main", "serve", "--port", str(port)]
-    return process(
-        argv, {**store.env(), **(extra or {})}, f"http://127.0.0.1:{port}/api/health", log
-    )
-
-
-def baseline(app: str, port: int, env: dict[str, str], log: Path) -> Any:
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        f"bench.baselines:{app}",
-        "--factory",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-    ]
-    return process(argv, env, f"http://127.0.0.1:{port}/docs", log)
 
 
 def wrk(
@@ -414,112 +331,6 @@ def _claude_hooks(base: str, seconds: int) -> dict[str, Any]:
         "errors": measured["non2xx"],
         "acknowledged": acknowledged,
         "stored": stored,
-    }
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        # Without this, Nagle + delayed ACK add ~40 ms to every answer of http.server.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("content-length", "0")))
-        body = b'{"schemaVersion": 1, "outcome": "pass"}'
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_ms": ordered[len(ordered) // 2] * 1000,
-        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
-    }
-
-
-def timed(call: Callable[[], object], n: int) -> list[float]:
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
-def timed_alternately(
-    first: Callable[[], object], second: Callable[[], object], n: int
-) -> tuple[list[float], list[float]]:
-    """`n` timings of each, taken in turns, so both see the same spells of machine noise.
-
-    Timed one after the other, a burst of load from elsewhere on a shared 2-core
-    machine lands in one series only and moves its p99 by several milliseconds.
-    """
-    firsts: list[float] = []
-    seconds: list[float] = []
-    for _ in range(n):
-        firsts.extend(timed(first, 1))
-        seconds.extend(timed(second, 1))
-    return firsts, seconds
-
-
-# The gateway's workload: a PreToolUse that one loopback handler answers with a pass.
-GATEWAY_BODY: dict[str, Any] = {
-    "event": "PreToolUse",
-    "toolName": "Bash",
-    "toolInput": {"command": "ls"},
-}
-# The same call as the gateway sends it to the handler, for timing the handler alone.
-GATEWAY_DIRECT_BODY = json.dumps(
-    {"schemaVersion": 1, "event": "PreToolUse", "detail": GATEWAY_BODY}
-)
-
-
-@contextmanager
-def policy_handler(matcher: list[str] | None = None) -> Iterator[tuple[str, dict[str, str]]]:
-    """A loopback PreToolUse handler that passes every call: its URL, and the env that
-    makes `serve` call it (for the tools in `matcher`, or all)."""
-    handler = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=handler.serve_forever, daemon=True).start()
-    hook_url = f"http://127.0.0.1:{handler.server_address[1]}/policy"
-    entry: dict[str, Any] = {"id": "policy", "type": "http", "url": hook_url}
-    if matcher is not None:
-        entry["matcher"] = matcher
-    hooks = {"version": 1, "hooks": {"PreToolUse": [entry]}}
-    env = {"TACHOGRAPH_HOOKS": json.dumps(hooks), "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1"}
-    try:
-        yield hook_url, env
-    finally:
-        handler.shutdown()
-        handler.server_close()
-
-
-def gateway_turn(
-    http: httpx.Client, url: str, hook_url: str, n: int
-) -> tuple[list[float], list[float]]:
-    """`n` gateway dispatches to the events route `url` (each must pass), each followed by
-    one direct call of the handler at `hook_url`: the two series the overhead is made of."""
-
-    def dispatch() -> None:
-        answered = http.post(url, json=GATEWAY_BODY)
-        assert answered.json()["outcome"] == "pass", answered.text
-
-    return timed_alternately(dispatch, lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY), n)
-
-
-def overhead(gateway: dict[str, float], direct: dict[str, float]) -> dict[str, float]:
-    """The gateway's p50 and p99 less the handler's own: what the gateway target bounds."""
-    return {
-        "p50": gateway["p50_ms"] - direct["p50_ms"],
-        "p99": gateway["p99_ms"] - direct["p99_ms"],
     }
 
 

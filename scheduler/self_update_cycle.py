@@ -70,7 +70,8 @@ from scheduler.self_update_review import (
 
 if TYPE_CHECKING:
     from domain.task_service import Claim
-    from scheduler.tasks import TaskExecutor, TranscriptWriter
+    from scheduler.attempt_host import AttemptHost
+    from scheduler.transcript_writer import TranscriptWriter
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class SelfUpdateAttempt:
     """Runs one attempt's phases and settles the task itself."""
 
     def __init__(
-        self, executor: TaskExecutor, claim: Claim, writer: TranscriptWriter, checkout: Path
+        self, executor: AttemptHost, claim: Claim, writer: TranscriptWriter, checkout: Path
     ) -> None:
         self.executor = executor
         self.claim = claim
@@ -366,7 +367,7 @@ class SelfUpdateAttempt:
     def _phase(self, phase: str, status: str, evidence: dict[str, Any]) -> None:
         self.writer.note("status", f"self-update {phase}: {status}")
         self.writer.flush()
-        self.executor._settle_retrying(
+        self.executor.settle_retrying(
             lambda: self.cycles.record(
                 self.claim.task_id,
                 self.claim.workspace,

@@ -10,7 +10,6 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -30,12 +29,9 @@ from domain.task_policy import (
     CANCELLING,
     RUNNING,
     classify_failure,
-    iso_utc,
     truncate_utf8,
 )
 from domain.task_service import Claim, LearnedSource, TaskService, utcnow
-from domain.transcript import Transcript
-from infra.agent_stream import AgentStream, Record
 from infra.event_store import schema_lock
 from infra.executor import (
     CommandRunner,
@@ -55,10 +51,10 @@ from scheduler.cron import cron_fire_times
 from scheduler.liveness import WorkerRegistry
 from scheduler.runtime import Job
 from scheduler.self_update_cycle import SelfUpdateAttempt, remove_unrecorded_ref
+from scheduler.transcript_writer import TranscriptWriter
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 256  # activity records written per flush at most; the rest are counted as dropped
 RECOVERY_INTERVAL_S = 30.0
 HEARTBEAT_INTERVAL_S = 5.0
 
@@ -67,66 +63,6 @@ class TaskHooks(Protocol):
     """Hook ingestion as the executor uses it (TaskStart/TaskStop are observational)."""
 
     def ingest(self, session_id: UUID, ev: LifecycleEvent, *, actor: str) -> Any: ...
-
-
-class TranscriptWriter:
-    """Parses stdout lines into records and writes them in throttled batches."""
-
-    def __init__(self, service: TaskService, claim: Claim, *, max_batch: int = MAX_BATCH) -> None:
-        self.service = service
-        self.claim = claim
-        self.stream = AgentStream()
-        self.transcript: Transcript | None = claim.transcript
-        self.pending: deque[Record] = deque(maxlen=max_batch)
-        self.dropped = 0
-        self.written = 0
-
-    def new_run(self) -> None:
-        """A further agent run of the same attempt: its outcome is its own text alone."""
-        self.stream = AgentStream()
-
-    def line(self, text: str) -> None:
-        """Parse one stdout line; only the newest records survive a burst."""
-        at = iso_utc(self.service.clock())
-        for record in self.stream.parse(text):
-            self.note_record({**record, "at": at})
-
-    def note(self, kind: str, text: str) -> None:
-        """A record from Tachograph itself (status changes, errors)."""
-        field = "error" if kind == "error" else "text"
-        at = iso_utc(self.service.clock())
-        self.note_record({"kind": kind, "agent": "tachograph", field: text, "at": at})
-
-    def note_record(self, record: Record) -> None:
-        if len(self.pending) == self.pending.maxlen:
-            self.dropped += 1
-        self.pending.append(record)
-
-    def flush(self) -> None:
-        """Write what accumulated since the last flush (one transaction)."""
-        if not self.pending and not self.dropped:
-            return
-        batch = list(self.pending)
-        if self.dropped:
-            note = f"{self.dropped} activity records dropped (agent output throttled)"
-            batch.insert(0, {"kind": "status", "agent": "tachograph", "text": note})
-        try:
-            transcript = self.transcript or self._reload()
-            self.service.append_activity(transcript, batch)
-        except Exception as exc:  # noqa: BLE001 - activity is best effort; the run goes on
-            log.warning("activity write failed: %s", exc, extra={"task_id": self.claim.task_id})
-            self.transcript = None  # its version moved on in memory only: reload next time
-            return
-        self.pending.clear()
-        self.dropped = 0
-        self.written += len(batch)
-
-    def _reload(self) -> Transcript:
-        transcript = self.service.transcript(self.claim.task_id, self.claim.attempt)
-        if transcript is None:
-            raise RuntimeError("transcript missing")
-        self.transcript = transcript
-        return transcript
 
 
 class StopCheck:
@@ -262,7 +198,7 @@ class TaskExecutor:
                 self._attempt(claim)
         except Exception:  # noqa: BLE001 - a bug in one attempt must not kill the worker
             log.exception("task attempt crashed", extra={"task_id": claim.task_id})
-            self._settle_retrying(
+            self.settle_retrying(
                 lambda: self.service.recover(
                     claim.task_id,
                     claim.attempt,
@@ -314,7 +250,7 @@ class TaskExecutor:
     def revoke_token(self, claim: Claim) -> None:
         tokens = self.tokens
         if tokens is not None:
-            self._settle_retrying(
+            self.settle_retrying(
                 lambda: tokens.revoke(claim.task_id, claim.attempt, "the attempt ended")
             )
 
@@ -371,7 +307,7 @@ class TaskExecutor:
             log.error("task attempt interrupted: %s", detail, extra=context)
             writer.note("status", f"interrupted: {detail}")
             writer.flush()
-            self._settle_retrying(
+            self.settle_retrying(
                 lambda: self.service.mark_interrupted(claim.task_id, claim.attempt, detail)
             )
 
@@ -396,7 +332,7 @@ class TaskExecutor:
     def conclude(self, claim: Claim, settle: Callable[[], str], how: str) -> None:
         """Make the attempt's end durable (through a database blip) and fire TaskStop."""
         context = {"task_id": str(claim.task_id), "turn_id": claim.turn_id}
-        status = self._settle_retrying(settle)
+        status = self.settle_retrying(settle)
         log.info("task attempt %d ended: %s", claim.attempt, status, extra=context)
         self._hook(claim, "TaskStop", {"status": status, "exit": how})
 
@@ -429,8 +365,9 @@ class TaskExecutor:
             s.fail(claim.task_id, claim.attempt, error_class, message)
         return self.status_of(claim)
 
-    def _settle_retrying(self, record: Callable[[], Any]) -> Any:
-        """Record through a database blip (bounded), so a reaped attempt is not left running."""
+    def settle_retrying(self, record: Callable[[], Any]) -> Any:
+        """Record through a database blip (bounded), so a reaped attempt is not left running.
+        (Public: the self-update attempt records its own ends through it.)"""
         delay = 0.25
         for _ in range(6):
             try:

@@ -12,6 +12,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every first-party package, and what each may import of the others.
@@ -194,3 +195,52 @@ def test_every_package_is_installed_type_checked_and_shipped() -> None:
     assert set(config["tool"]["mypy"]["packages"]) == packages
     copied = re.findall(r"^COPY (\S+) ", (ROOT / "infra/deploy/Dockerfile").read_text(), re.M)
     assert packages | {"bootstrap.py"} <= set(copied)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_circles(package: str) -> list[list[str]]:
+    """Circles of imports among one package's modules (type-checking imports count too:
+    a friend class hidden behind TYPE_CHECKING is still a friend)."""
+    modules = {module_name(path): path for path in sources(package)}
+    graph = {
+        name: {
+            target
+            for imported in imports(path)
+            for target in (imported, imported.rsplit(".", 1)[0])
+            if target in modules and target != name
+        }
+        for name, path in modules.items()
+    }
+    circles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt == trail[0]:
+                circles.append([*trail, nxt])
+            elif nxt not in trail and nxt > trail[0]:  # each circle once, from its least
+                visit(nxt, [*trail, nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    return circles
+
+
+def test_no_package_imports_itself_in_a_circle() -> None:
+    found = {package: import_circles(package) for package in sorted(FIRST_PARTY)}
+    assert {package: circles for package, circles in found.items() if circles} == {}
+
+
+def test_the_circle_check_finds_a_circle(tmp_path: Path, monkeypatch: Any) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import x\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import y\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert import_circles("pkg") == [["pkg.a", "pkg.b", "pkg.a"]]
