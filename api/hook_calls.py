@@ -23,8 +23,6 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from api.adapters.claude_code import HookPayloadError, with_session_title
-from api.adapters.runtimes import CLAUDE, Runtime
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
 from api.held_approvals import HeldApprovals
@@ -37,6 +35,8 @@ from domain.lifecycle import InvalidEvent, LifecycleEvent, agent_session_uuid, c
 from domain.workspace import DEFAULT_WORKSPACE
 from infra.logs import bind_log_context
 from ingest.ports import Render
+from ingest.runtimes.claude_code import HookPayloadError, with_session_title
+from ingest.runtimes.runtimes import CLAUDE, Runtime
 from ingest.service import HookIngest, Ingested
 from services.credentials import Principal
 from services.tool_policy import tool_policy_for

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from api.adapters.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
 from cli.runtime_hooks import base_url, hook_command, ignore_beside, own_command
+from ingest.runtimes.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS
 
 SETTINGS_RELATIVE_PATH: Final = Path(".claude") / "settings.local.json"
 RUNTIME: Final = "claude"

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from api.adapters.copilot_cli import REGISTERED_EVENTS, REGISTERED_GATE_EVENTS
 from cli.hook_files import HookFileError, read_json_object, write_json_object
 from cli.runtime_hooks import GITIGNORE, base_url, hook_command, ignore_beside, own_command
+from ingest.runtimes.copilot_cli import REGISTERED_EVENTS, REGISTERED_GATE_EVENTS
 
 RUNTIME: Final = "copilot"
 HOOK_FILE: Final = Path(".copilot") / "hooks" / "tachograph.json"

@@ -20,10 +20,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from api.adapters.runtimes import RUNTIMES
 from cli.copilot_hooks import HOOK_FILE as COPILOT_FILE
 from cli.runtime_hooks import NESTED, own_command
 from infra.settings import Settings
+from ingest.runtimes.runtimes import RUNTIMES
 
 # Runtime -> hook file relative to a home or project directory (cli/runtime_hooks.py,
 # cli/claude_settings.py write them).

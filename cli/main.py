@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-# `tachograph hook <runtime>`: relayed by hook_client.command (api/adapters/runtimes.py).
+# `tachograph hook <runtime>`: relayed by hook_client.command (ingest/runtimes/runtimes.py).
 COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot")
 
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-import api.adapters.codex as codex
-import api.adapters.gemini_cli as gemini_cli
 import hook_client.command
+import ingest.runtimes.codex as codex
+import ingest.runtimes.gemini_cli as gemini_cli
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
+from domain.lifecycle_events import PERMISSION_REQUEST
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
 GITIGNORE: Final = ".gitignore"
@@ -164,7 +165,7 @@ def ignore_beside(path: Path) -> None:
 CODEX: Final = NestedHookFile(
     runtime="codex",
     relative_path=Path(".codex") / "hooks.json",
-    events=(*codex.NORMALISED_EVENTS, "PermissionRequest"),
+    events=(*codex.NORMALISED_EVENTS, PERMISSION_REQUEST),
     gate_events=codex.FAIL_CLOSED_EVENTS,
     timeout=("timeout", 30),
 )

@@ -18,8 +18,9 @@ import hashlib
 import json
 from typing import Any, Final
 
-from domain.hook_dispatch import PROMPT_EVENTS, Decision
+from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
+from domain.lifecycle_events import PROMPT_EVENTS, RESPONSE_EVENTS
 from domain.redaction import (
     MARGIN_BYTES,
     REDACTED,
@@ -39,7 +40,6 @@ LABEL_LIMIT: Final = 256
 PATH_LIMIT: Final = 1024
 EVENT_LIMIT: Final = 32 * 1024
 
-RESPONSE_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _MESSAGE_EVENTS: Final = frozenset({"Stop", "SubagentStop"})
 
 # The input field that says what a call does, per tool (Claude Code's names; Coder and

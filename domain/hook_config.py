@@ -9,39 +9,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from domain.lifecycle_events import (
+    EVENT_OUTCOMES,
+    GATE_EVENTS,
+    OBSERVATIONAL_EVENTS,
+    SUBAGENT_EVENTS,
+    TOOL_EVENTS,
+)
+
 FailureMode = Literal["open", "closed"]
 
-_PASS_ONLY = frozenset({"pass"})
-_GATE_OUTCOMES = frozenset({"pass", "deny", "modify"})
-_STOP_OUTCOMES = frozenset({"pass", "continue"})
-# A tool call may also wait for an operator's decision (an approval).
-_TOOL_GATE_OUTCOMES = _GATE_OUTCOMES | {"ask"}
+# The vocabulary (names, outcomes per event, gates) is domain/lifecycle_events.py's.
 
-EVENT_OUTCOMES: dict[str, frozenset[str]] = {
-    "SessionStart": _PASS_ONLY,
-    "TaskStart": _PASS_ONLY,
-    "PostToolUse": _PASS_ONLY,
-    "PostToolUseFailure": _PASS_ONLY,
-    "SubagentStop": _PASS_ONLY,
-    "TaskStop": _PASS_ONLY,
-    "StopFailure": _PASS_ONLY,
-    "SessionEnd": _PASS_ONLY,
-    "PreCompact": _PASS_ONLY,
-    "PostCompact": _PASS_ONLY,
-    "Notification": _PASS_ONLY,
-    "UserPromptSubmit": _GATE_OUTCOMES,
-    "SubagentStart": _GATE_OUTCOMES,
-    "PreToolUse": _TOOL_GATE_OUTCOMES,
-    "Stop": _STOP_OUTCOMES,
-}
-OBSERVATIONAL_EVENTS: frozenset[str] = frozenset(
-    event for event, outcomes in EVENT_OUTCOMES.items() if outcomes == _PASS_ONLY
-)
-GATE_EVENTS: frozenset[str] = frozenset(EVENT_OUTCOMES) - OBSERVATIONAL_EVENTS
-TOOL_EVENTS: frozenset[str] = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
-SUBAGENT_EVENTS: frozenset[str] = frozenset({"SubagentStart", "SubagentStop"})
 # Only these events have a subject (tool name, subagent id) a matcher can select on.
 MATCHABLE_EVENTS: frozenset[str] = TOOL_EVENTS | SUBAGENT_EVENTS
+
+__all__ = [
+    "EVENT_OUTCOMES",
+    "GATE_EVENTS",
+    "MATCHABLE_EVENTS",
+    "OBSERVATIONAL_EVENTS",
+    "SUBAGENT_EVENTS",
+    "TOOL_EVENTS",
+    "FailureMode",
+    "HookConfig",
+    "HookHandler",
+]
 
 DEFAULT_TIMEOUT_MS = 2000
 MAX_TIMEOUT_MS = 30000

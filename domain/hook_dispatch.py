@@ -37,7 +37,6 @@ REDACTED = "[redacted]"
 DEFAULT_REDACTED_TOOLS: frozenset[str] = frozenset({"storeSecret", "recallSecret", "updateSecret"})
 
 OUTCOMES: frozenset[str] = frozenset({"pass", "deny", "modify", "continue", "ask"})
-PROMPT_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 
 
 @dataclass(frozen=True, kw_only=True)

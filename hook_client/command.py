@@ -28,7 +28,7 @@ FAIL_CLOSED_REASON: Final = (
     "Tachograph could not be reached and this hook is fail-closed, so the action is denied."
 )
 USAGE: Final = "usage: tachograph hook {claude|codex|gemini|copilot} [<Event>] [--fail-closed]"
-# The runtimes a hook relays for (api/adapters/runtimes.py holds their adapters).
+# The runtimes a hook relays for (ingest/runtimes/runtimes.py holds their adapters).
 RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot")
 # Hooks delivered by a detached child, so that the hook returns at once (_handed_off).
 DETACHED_EVENTS: Final = frozenset({"SessionEnd", "StopFailure"})
@@ -353,8 +353,8 @@ def _timeout_s(env: Mapping[str, str]) -> float:
 
 def _fail_closed_answer(name: str, event: str | None, payload: Mapping[str, Any] | None) -> Any:
     """Return the runtime's deny answer for a gate event, or None when nothing is gated."""
-    from api.adapters.runtimes import RUNTIMES
     from domain.hook_dispatch import Decision
+    from ingest.runtimes.runtimes import RUNTIMES
 
     runtime = RUNTIMES.get(name)
     if runtime is None:

@@ -22,7 +22,6 @@ from domain.hook_dispatch import (
     FAILURE_STATUS,
     FAILURE_TRANSPORT,
     OUTCOMES,
-    PROMPT_EVENTS,
     REASON_CAP,
     RESPONSE_BODY_CAP,
     HandlerDecision,
@@ -32,6 +31,7 @@ from domain.hook_dispatch import (
     Outcome,
 )
 from domain.lifecycle import REPORTED_FIELDS
+from domain.lifecycle_events import PROMPT_EVENTS
 from domain.strict_json import StrictJSONError, strict_json_object
 
 # The reported facts of a call, under their §6.2 `detail` names.

@@ -15,6 +15,13 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
+from domain.lifecycle_events import (
+    STOP,
+    STOP_FAILURE,
+    SUBAGENT_EVENTS,
+    TOOL_EVENTS,
+    USER_PROMPT_SUBMIT,
+)
 from projections import deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
 from projections.deliveries import session_deliveries
@@ -22,16 +29,7 @@ from projections.store import Cursor, ReadStore
 
 CALL_CAP = 2000
 TIMELINE_EVENTS = frozenset(
-    {
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-        "SubagentStart",
-        "SubagentStop",
-        "Stop",
-        "StopFailure",
-    }
+    {USER_PROMPT_SUBMIT, *TOOL_EVENTS, *SUBAGENT_EVENTS, STOP, STOP_FAILURE}
 )
 # Columns, and how a later event's value merges into an entry: FIRST keeps what the
 # entry already has (what the call was), LAST takes the newer value when it has one

@@ -29,6 +29,14 @@ import json
 from typing import Any
 
 from domain.agent_ids import TASKS_AGENT_ID, agent_id_for
+from domain.lifecycle_events import (
+    SESSION_END,
+    SESSION_START,
+    STOP,
+    TOOL_EVENTS,
+    USER_PROMPT_SUBMIT,
+)
+from domain.lifecycle_events import STOP_FAILURE as STOP_FAILURE_EVENT
 from domain.log_chain import canonical_id
 from domain.redaction import evidence
 from domain.signal import signal_id
@@ -48,16 +56,7 @@ REPEATED = 2
 TOOL_FAILURE, POLICY_DENIED, STOP_FAILURE = "tool_failure", "policy_denied", "stop_failure"
 
 TURN_EVENTS = frozenset(
-    {
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-        "Stop",
-        "StopFailure",
-        "SessionEnd",
-    }
+    {SESSION_START, USER_PROMPT_SUBMIT, *TOOL_EVENTS, STOP, STOP_FAILURE_EVENT, SESSION_END}
 )
 # How a turn ended: it gives a signal once, and a failure replaces an outcome.
 OUTCOME, FAILURE, BLOCKED = "outcome", "failure", "blocked"

@@ -44,6 +44,14 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 from domain.credentials import SELF_UPDATE_POLICY, Binding
+from domain.lifecycle_events import (
+    NOTIFICATION,
+    POST_COMPACT,
+    PRE_COMPACT,
+    PRE_TOOL_USE,
+    USER_PROMPT_SUBMIT,
+    without,
+)
 from domain.self_update_cycle import CycleRecorder, self_update_ref
 from domain.task_policy import CANCELLING
 from infra.executor import RunResult, describe_exit
@@ -405,19 +413,10 @@ class SelfUpdateAttempt:
 # Claude Code's events, as command hooks: they read the agent's token, session and URL
 # from its environment, and the gate events are fail-closed (an unreachable Tachograph
 # denies the call instead of letting it through unchecked).
-HOOK_EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "SubagentStart",
-    "SubagentStop",
-    "Stop",
-    "StopFailure",
-    "SessionEnd",
-)
-GATE_EVENTS = frozenset({"UserPromptSubmit", "PreToolUse"})
+# The cycle's run has no compaction or notifications worth a hook; only the prompt and
+# tool gates are fail-closed (a Stop that cannot be answered must not keep the run going).
+HOOK_EVENTS = without(PRE_COMPACT, POST_COMPACT, NOTIFICATION)
+GATE_EVENTS = frozenset({USER_PROMPT_SUBMIT, PRE_TOOL_USE})
 
 
 def remove_unrecorded_ref(

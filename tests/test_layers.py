@@ -48,23 +48,24 @@ ALLOWED: dict[str, set[str]] = {
         "bench",
         "hook_client",
     },
-    # Spawned on every tool call: the stdlib, and the Claude answer format it falls back to.
-    "hook_client": {"api", "domain"},
+    # Spawned on every tool call: the stdlib, and the runtimes' answer formats it falls back to.
+    "hook_client": {"ingest", "domain"},
 }
 FIRST_PARTY = set(ALLOWED)
 DOMAIN_THIRD_PARTY = {"eventsourcing", "pydantic"}
 # What the command hook may load besides the stdlib; each of them stdlib-only in turn.
 HOOK_CLIENT_MODULES = {
-    "api.adapters.claude_code",
-    "api.adapters.codex",
-    "api.adapters.copilot_cli",
-    "api.adapters.gemini_cli",
-    "api.adapters.patches",
-    "api.adapters.runtimes",
+    "ingest.runtimes.claude_code",
+    "ingest.runtimes.codex",
+    "ingest.runtimes.copilot_cli",
+    "ingest.runtimes.gemini_cli",
+    "ingest.runtimes.patches",
+    "ingest.runtimes.runtimes",
     "domain.casing",
     "domain.hook_dispatch",
     "domain.hook_config",
     "domain.lifecycle",
+    "domain.lifecycle_events",
     "domain.ids",
 }
 
@@ -244,3 +245,33 @@ def test_the_circle_check_finds_a_circle(tmp_path: Path, monkeypatch: Any) -> No
     )
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert import_circles("pkg") == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_the_runtime_adapters_are_standard_library_mappings() -> None:
+    """Each runtime's mapping (ingest/runtimes/) reads and writes plain data: the hook
+    client, the installers and the routes all load it, so it needs no framework."""
+    offenders = {}
+    for path in sources("ingest/runtimes"):
+        bad = {
+            name
+            for name in imports(path)
+            if name.split(".")[0] not in sys.stdlib_module_names
+            and name not in ("__future__", "domain")
+            and not name.startswith(("domain.", "ingest.runtimes"))
+        }
+        if bad:
+            offenders[path.name] = sorted(bad)
+    assert offenders == {}
+
+
+def test_every_runtime_names_its_events_from_the_one_vocabulary() -> None:
+    from domain import lifecycle_events
+    from ingest.runtimes.runtimes import RUNTIMES
+
+    order = lifecycle_events.NORMALISED_EVENTS
+    for runtime in RUNTIMES.values():
+        events = tuple(runtime.normalised_events)
+        assert set(events) <= set(order), runtime.name
+        assert list(events) == sorted(events, key=order.index), runtime.name
+        gates = set(runtime.gate_events) - {lifecycle_events.PERMISSION_REQUEST}
+        assert gates <= lifecycle_events.GATE_EVENTS, runtime.name

@@ -11,18 +11,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.adapters.coder import (
-    CoderAuthError,
-    coder_session_key,
-    coder_to_event,
-    decision_to_coder,
-    sign_coder_response,
-    timeout_answer,
-    verify_coder_body,
-    verify_coder_token,
-)
-from api.adapters.runtimes import runtime_for
 from api.auth import request_principal
+from api.coder_webhook import verify_coder_body
 from api.deps import ServicesDep
 from api.errors import ApiError
 from api.hook_calls import answer_claude, answer_runtime, checked, json_answer, settled
@@ -31,6 +21,14 @@ from api.metrics import WEBHOOK_REJECTED
 from domain.lifecycle import EVENT_NAME_PATTERN, agent_session_uuid
 from domain.strict_json import StrictJSONError
 from domain.workspace import DEFAULT_WORKSPACE
+from infra.coder_jwt import CoderAuthError, sign_coder_response, verify_coder_token
+from ingest.runtimes.coder import (
+    coder_session_key,
+    coder_to_event,
+    decision_to_coder,
+    timeout_answer,
+)
+from ingest.runtimes.runtimes import runtime_for
 from ingest.service import Ingested
 
 router = APIRouter(prefix="/hooks", tags=["agent adapters"], route_class=StrictJSONRoute)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from api.adapters.claude_code import (
+from domain.casing import to_camel
+from ingest.runtimes.claude_code import (
     AGENT,
     GATE_EVENTS,
     NORMALISED_EVENTS,
@@ -17,7 +18,6 @@ from api.adapters.claude_code import (
     claude_payload_to_event,
     decision_to_claude,
 )
-from domain.casing import to_camel
 from tests.adapters.event_fields import decision_of, wire_fields
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude-code"

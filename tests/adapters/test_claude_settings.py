@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from api.adapters.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS, NORMALISED_EVENTS
 from cli.claude_settings import (
     ClaudeSettingsError,
     install_claude_hooks,
@@ -19,6 +18,7 @@ from cli.claude_settings import (
 )
 from cli.main import main as cli_main
 from cli.runtime_hooks import hook_command
+from ingest.runtimes.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS, NORMALISED_EVENTS
 
 URL = "http://127.0.0.1:8000"
 

@@ -10,17 +10,16 @@ from typing import Any
 import jwt
 import pytest
 
-from api.adapters.coder import (
+from api.coder_webhook import verify_coder_request
+from infra.coder_jwt import CoderAuthError, sign_coder_response
+from ingest.runtimes.coder import (
     MODEL_CONTEXT_MAX_BYTES,
     TIMEOUT_REASON,
-    CoderAuthError,
     CoderRequest,
     coder_session_key,
     coder_to_event,
     decision_to_coder,
-    sign_coder_response,
     timeout_answer,
-    verify_coder_request,
 )
 from tests.adapters.event_fields import decision_of, wire_fields
 

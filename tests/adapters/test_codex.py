@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.adapters.codex import codex_payload_to_event, decision_to_codex
 from cli.hook_files import HookFileError
 from cli.main import main as cli_main
 from cli.runtime_hooks import CODEX, install_nested, uninstall_nested
 from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
+from ingest.runtimes.codex import codex_payload_to_event, decision_to_codex
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 PAYLOADS = sorted(FIXTURES.glob("*/*.json"))

@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.adapters.copilot_cli import (
-    REGISTERED_EVENTS,
-    copilot_payload_to_event,
-    decision_to_copilot,
-)
-from api.adapters.runtimes import RUNTIMES
 from cli.copilot_hooks import install_copilot_hooks, install_note, uninstall_copilot_hooks
 from cli.hook_files import HookFileError
 from cli.main import main as cli_main
 from domain.dispatch_facts import input_summary
 from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
+from ingest.runtimes.copilot_cli import (
+    REGISTERED_EVENTS,
+    copilot_payload_to_event,
+    decision_to_copilot,
+)
+from ingest.runtimes.runtimes import RUNTIMES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "copilot"
 PAYLOADS = sorted(p for p in FIXTURES.glob("*/*.json"))

@@ -15,13 +15,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.adapters.gemini_cli import (
-    AGENT,
-    MODEL_EVENTS_STORE,
-    decision_to_gemini,
-    gemini_payload_to_event,
-)
-from api.adapters.runtimes import GEMINI, GEMINI_STORING_MODEL_EVENTS, RUNTIMES, runtime_for
 from api.app import create_app
 from cli.hook_files import HookFileError
 from cli.main import main as cli_main
@@ -31,6 +24,13 @@ from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
 from hook_client.command import FAIL_CLOSED_REASON, run_command_hook
 from infra.settings import Settings, SettingsError
+from ingest.runtimes.gemini_cli import (
+    AGENT,
+    MODEL_EVENTS_STORE,
+    decision_to_gemini,
+    gemini_payload_to_event,
+)
+from ingest.runtimes.runtimes import GEMINI, GEMINI_STORING_MODEL_EVENTS, RUNTIMES, runtime_for
 from tests.adapters.event_fields import wire_fields
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gemini"

@@ -53,9 +53,17 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api.adapters.claude_code import HookPayloadError, optional_text, split_fields
+from domain import lifecycle_events
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
+from domain.lifecycle_events import (
+    POST_COMPACT,
+    STOP_FAILURE,
+    SUBAGENT_START,
+    SUBAGENT_STOP,
+    without,
+)
+from ingest.runtimes.claude_code import HookPayloadError, optional_text, split_fields
 
 AGENT: Final = "gemini-cli"
 
@@ -90,20 +98,10 @@ INSTALLED_EVENTS: Final[tuple[str, ...]] = (
 )
 INSTALLED_MODEL_EVENTS: Final[tuple[str, ...]] = ("PreCompress", *MODEL_EVENTS)
 # The normalised events a Gemini CLI hook produces (Runtime.normalised_events).
-NORMALISED_EVENTS: Final[tuple[str, ...]] = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "Stop",
-    "PreCompact",
-    "Notification",
-    "SessionEnd",
-)
+NORMALISED_EVENTS: Final = without(SUBAGENT_START, SUBAGENT_STOP, STOP_FAILURE, POST_COMPACT)
 # What a fail-closed command hook denies when Tachograph cannot be reached (normalised),
 # and the same as Gemini CLI names the events (for the hook file).
-FAIL_CLOSED_EVENTS: Final = frozenset({"UserPromptSubmit", "PreToolUse", "Stop"})
+FAIL_CLOSED_EVENTS: Final = lifecycle_events.GATE_EVENTS.intersection(NORMALISED_EVENTS)
 GATE_EVENTS: Final = frozenset(GEMINI_NAMES[e] for e in FAIL_CLOSED_EVENTS)
 
 DENY_REASON: Final = "Denied by Tachograph policy."

@@ -11,27 +11,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from domain import lifecycle_events
 from domain.casing import to_camel
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 
 AGENT: Final = "claude-code"
 
-NORMALISED_EVENTS: Final[tuple[str, ...]] = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "SubagentStart",
-    "SubagentStop",
-    "Stop",
-    "StopFailure",
-    "PreCompact",
-    "PostCompact",
-    "Notification",
-    "SessionEnd",
-)
+NORMALISED_EVENTS: Final = lifecycle_events.NORMALISED_EVENTS
 
 # Events Claude Code 2.1.328 also fires (fixtures/SOURCES.md): PermissionRequest, its
 # permission dialog, and PostToolBatch and MessageDisplay, which only report. Their
@@ -45,15 +32,15 @@ OBSERVATIONAL_EVENTS: Final[tuple[str, ...]] = (
 INSTALLED_EVENTS: Final[tuple[str, ...]] = (*NORMALISED_EVENTS, *OBSERVATIONAL_EVENTS)
 
 # §6.1: the events whose handlers may change the agent's course (closed by default).
-GATE_EVENTS: Final = frozenset({"UserPromptSubmit", "SubagentStart", "PreToolUse", "Stop"})
+GATE_EVENTS: Final = lifecycle_events.GATE_EVENTS
 # What a fail-closed command hook denies when Tachograph cannot be reached: the gates, and
 # the permission dialog (answered `decision.behavior: "deny"`).
-FAIL_CLOSED_EVENTS: Final = GATE_EVENTS | {"PermissionRequest"}
+FAIL_CLOSED_EVENTS: Final = GATE_EVENTS | {lifecycle_events.PERMISSION_REQUEST}
 
 DECISION_OUTCOMES: Final = frozenset({"pass", "deny", "modify", "continue"})
 DENY_REASON: Final = "Denied by Tachograph policy."
 
-_TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+_TOOL_EVENTS: Final = lifecycle_events.TOOL_EVENTS
 
 # Claude Code reads hookSpecificOutput.additionalContext only on these events (hooks
 # reference, per-event "decision control"); elsewhere it is not part of the answer schema.

@@ -17,38 +17,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api.adapters.claude_code import (
+from domain.hook_dispatch import Decision
+from domain.lifecycle import LifecycleEvent
+from domain.lifecycle_events import (
+    GATE_EVENTS,
+    NOTIFICATION,
+    PERMISSION_REQUEST,
+    POST_TOOL_USE_FAILURE,
+    STOP_FAILURE,
+    SUBAGENT_START,
+    TOOL_EVENTS,
+    without,
+)
+from ingest.runtimes.claude_code import (
     MAPPED_FIELDS,
     HookPayloadError,
     decision_to_claude,
     split_fields,
 )
-from api.adapters.patches import PATCH_TOOL, patch_input, patch_of
-from domain.hook_dispatch import Decision
-from domain.lifecycle import LifecycleEvent
+from ingest.runtimes.patches import PATCH_TOOL, patch_input, patch_of
 
 AGENT: Final = "codex"
 
 # Codex's events that are also Tachograph's normalised ones; the rest (PermissionRequest,
 # Interrupt, ...) are stored as observational under their own names.
-NORMALISED_EVENTS: Final[tuple[str, ...]] = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "SubagentStart",
-    "SubagentStop",
-    "Stop",
-    "PreCompact",
-    "PostCompact",
-    "SessionEnd",
-)
-# What a fail-closed command hook denies when Tachograph cannot be reached.
-FAIL_CLOSED_EVENTS: Final = frozenset(
-    {"UserPromptSubmit", "PreToolUse", "PermissionRequest", "Stop"}
-)
+NORMALISED_EVENTS: Final = without(POST_TOOL_USE_FAILURE, STOP_FAILURE, NOTIFICATION)
+# What a fail-closed command hook denies when Tachograph cannot be reached: the gates
+# but SubagentStart, which Codex reports but does not let a hook block, and the
+# permission dialog.
+FAIL_CLOSED_EVENTS: Final = (GATE_EVENTS - {SUBAGENT_START}) | {PERMISSION_REQUEST}
 
-_TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse"})
+_TOOL_EVENTS: Final = TOOL_EVENTS - {POST_TOOL_USE_FAILURE}
 
 # Claude Code's fields, but Codex names its turn `turn_id` (Claude Code: `prompt_id`).
 _MAPPED_FIELDS: Final[Mapping[str, tuple[str, type]]] = {

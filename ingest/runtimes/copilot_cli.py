@@ -35,10 +35,18 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api.adapters.claude_code import DENY_REASON, HookPayloadError, optional_text, split_fields
-from api.adapters.patches import PATCH_TOOL, patch_input, patch_of
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
+from domain.lifecycle_events import (
+    GATE_EVENTS,
+    NOTIFICATION,
+    PERMISSION_REQUEST,
+    POST_COMPACT,
+    STOP_FAILURE,
+    without,
+)
+from ingest.runtimes.claude_code import DENY_REASON, HookPayloadError, optional_text, split_fields
+from ingest.runtimes.patches import PATCH_TOOL, patch_input, patch_of
 
 AGENT: Final = "copilot-cli"
 
@@ -66,18 +74,7 @@ _EVENT_NAMES: Final[Mapping[str, str]] = {
 }
 
 # The normalised events this adapter produces.
-NORMALISED_EVENTS: Final[tuple[str, ...]] = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "SubagentStart",
-    "SubagentStop",
-    "Stop",
-    "PreCompact",
-    "SessionEnd",
-)
+NORMALISED_EVENTS: Final = without(STOP_FAILURE, POST_COMPACT, NOTIFICATION)
 # The camelCase names `tachograph hook install copilot` registers (Copilot's own payload).
 REGISTERED_EVENTS: Final[tuple[str, ...]] = (
     "sessionStart",
@@ -94,9 +91,7 @@ REGISTERED_EVENTS: Final[tuple[str, ...]] = (
     "sessionEnd",
 )
 # What a fail-closed command hook denies when Tachograph cannot be reached (normalised).
-FAIL_CLOSED_EVENTS: Final = frozenset(
-    {"UserPromptSubmit", "SubagentStart", "PreToolUse", "Stop", "PermissionRequest"}
-)
+FAIL_CLOSED_EVENTS: Final = GATE_EVENTS | {PERMISSION_REQUEST}
 # The same, as the registrations name them.
 REGISTERED_GATE_EVENTS: Final = frozenset(
     name for name in REGISTERED_EVENTS if _EVENT_NAMES[name] in FAIL_CLOSED_EVENTS

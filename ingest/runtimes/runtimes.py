@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-import api.adapters.claude_code as claude_code
-import api.adapters.codex as codex
-import api.adapters.copilot_cli as copilot_cli
-import api.adapters.gemini_cli as gemini_cli
+import ingest.runtimes.claude_code as claude_code
+import ingest.runtimes.codex as codex
+import ingest.runtimes.copilot_cli as copilot_cli
+import ingest.runtimes.gemini_cli as gemini_cli
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 
