@@ -15,8 +15,6 @@ from apscheduler.triggers.interval import IntervalTrigger
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Recording
 
-from api.held_approvals import HeldApprovals
-from api.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from domain.application import Tachograph
 from domain.dispatch_facts import RECORD_FULL
 from domain.ids import forget_buffered_ids
@@ -27,12 +25,14 @@ from infra.approval_wakeups import PgApprovalWakeups
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.hook_wire import ask
+from infra.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
 from infra.pool_check import ping_when_stale
 from infra.pool_reconnect import steady_reconnects
 from infra.settings import Settings
 from ingest.app_ports import AppSessions, CommittedDispatches
 from ingest.approval_gate import REUSE_WITHIN_S, ApprovalGate
 from ingest.group_commit import GroupCommitter
+from ingest.held_approvals import HeldApprovals
 from ingest.service import HookIngest
 from projections.base import Projection
 from projections.learned import LearnedProjection

@@ -13,7 +13,6 @@ from api.errors import install_error_handlers
 from api.framework import framework_options
 from api.ingest_fast_path import IngestFastPath
 from api.input_limits import QueryGuardMiddleware
-from api.metrics import ProcessMetrics
 from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
 from api.openapi import install_openapi
@@ -42,6 +41,7 @@ from api.routes import (
 from api.routes import log as log_routes
 from bootstrap import Services, build_services, freeze_startup_heap
 from infra.settings import Settings
+from services.process_metrics import ProcessMetrics
 
 
 def create_app(

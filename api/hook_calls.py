@@ -25,7 +25,6 @@ from starlette.responses import Response
 
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
-from api.held_approvals import HeldApprovals
 from api.input_limits import TEXT_CHECKED, json_body
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
@@ -34,6 +33,7 @@ from domain.hook_dispatch import ToolPolicy
 from domain.lifecycle import InvalidEvent, LifecycleEvent, agent_session_uuid, check_event
 from domain.workspace import DEFAULT_WORKSPACE
 from infra.logs import bind_log_context
+from ingest.held_approvals import HeldApprovals
 from ingest.ports import Render
 from ingest.runtimes.claude_code import HookPayloadError, with_session_title
 from ingest.runtimes.runtimes import CLAUDE, Runtime

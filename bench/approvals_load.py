@@ -7,7 +7,7 @@ handler) with no request held, then with 200 Claude Code PreToolUse hooks held o
 approval rule, then all 200 decided through the API (allow) and their answers checked;
 twice. The gateway target (SPEC §12) is on the overhead, the dispatch's time less the
 handler's own, so both series report it the way `bench_hook_gateway` does. Each waiting
-request is an asyncio future on the server (api/held_approvals.py), not a thread.
+request is an asyncio future on the server (ingest/held_approvals.py), not a thread.
 """
 
 from __future__ import annotations

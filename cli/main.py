@@ -129,7 +129,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, _secrets_of(settings))
     services = build_services(settings)
     if args.metrics_port is not None:
-        from api.metrics import ProcessMetrics, serve_metrics
+        from services.process_metrics import ProcessMetrics, serve_metrics
 
         serve_metrics(ProcessMetrics(services), args.metrics_host, args.metrics_port)
     stop = threading.Event()

@@ -2,7 +2,7 @@
 
 The gate runs on the blocking path, after the handlers decided. It never waits itself:
 a call to hold comes back as a `PendingApproval`, which the caller waits on without a
-thread (api/held_approvals.py) and then hands to `HookIngest.settle`.
+thread (ingest/held_approvals.py) and then hands to `HookIngest.settle`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
-from api.metrics import SCHEDULER_JOB_RUNS, instrument_jobs
+from infra.metrics import SCHEDULER_JOB_RUNS, instrument_jobs
 from infra.settings import Settings
 from scheduler.runtime import Job
 from tests.hook_server import HookServer, answer

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 from uuid import UUID
 
+from anyio import to_thread
 from eventsourcing.persistence import Recording
-from starlette.concurrency import run_in_threadpool
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +73,13 @@ class HeldApprovals:
             self._wakeups.listen(self._settled_threadsafe)  # once: the first wait starts it
         if self._position is None:
             # Settlements from here on: anything earlier is read from the aggregate anyway.
-            self._position = await run_in_threadpool(self._recorder.max_notification_id) or 0
+            self._position = await to_thread.run_sync(self._recorder.max_notification_id) or 0
         future: asyncio.Future[None] = loop.create_future()
         self._waiting.setdefault(approval_id, set()).add(future)
         if self._poller is None or self._poller.done():
             self._poller = loop.create_task(self._poll())
         try:
-            if pending is not None and not await run_in_threadpool(pending):
+            if pending is not None and not await to_thread.run_sync(pending):
                 return True
             await asyncio.wait_for(asyncio.shield(future), timeout_s)
             return True
@@ -122,7 +122,7 @@ class HeldApprovals:
         while self._waiting:
             await asyncio.sleep(self._poll_s)
             try:
-                found = await run_in_threadpool(self._read)
+                found = await to_thread.run_sync(self._read)
             except Exception:  # noqa: BLE001 - a store hiccup: the deadline still holds
                 log.warning("approval poll failed", exc_info=True)
                 continue
