@@ -11,14 +11,13 @@ from fastapi_offline import FastAPIOffline
 from api.auth import AuthMiddleware
 from api.errors import install_error_handlers
 from api.framework import framework_options
-from api.ingest_fast_path import IngestFastPath
+from api.hook_routes import install_hook_routes
 from api.input_limits import QueryGuardMiddleware
 from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
 from api.openapi import install_openapi
 from api.routes import (
     activity,
-    adapters,
     approvals,
     auditors,
     autonomy_pipeline,
@@ -87,7 +86,6 @@ def create_app(
         workspaces.router,
         sessions.router,
         hooks.router,
-        adapters.router,
         tasks.router,
         schedules.router,
         auditors.router,
@@ -107,8 +105,7 @@ def create_app(
         autonomy_pipeline.router,
     ):
         app.include_router(router)
-    # Added first, so innermost: it sees only authenticated, size-checked requests.
-    app.add_middleware(IngestFastPath, fastapi_app=app)
+    install_hook_routes(app)
     # The body is read only once the credential in the headers was accepted.
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)

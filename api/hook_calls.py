@@ -1,8 +1,8 @@
 """The hook routes' one implementation: parse, call HookIngest, render the answer once.
 
-`POST /api/sessions/{id}/events` and Claude Code's `POST /hooks/claude` are answered
-here, whether FastAPI routed the request (api/routes/hooks.py, api/routes/adapters.py)
-or the hook fast path did (api/ingest_fast_path.py). Bad input raises ApiError or
+The routes of api/hook_routes.py hand their raw bodies here: `POST
+/api/sessions/{id}/events` to `answer_events`, each runtime's hook to `answer_runtime`
+(Claude Code's through `answer_claude`). Bad input raises ApiError or
 RequestValidationError before anything is recorded.
 """
 

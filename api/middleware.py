@@ -21,7 +21,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # A hook must not fail because a tool read a big file: the routes that take hooks accept
 # up to 16 MiB, and what is recorded of the call stays bounded (domain/dispatch_facts.py).
 HOOK_BODY_MAX_BYTES = 16 * 1024 * 1024
-# The agent runtimes' hook routes (api/routes/adapters.py): `/hooks/<runtime>`, and for
+# The agent runtimes' hook routes (api/hook_routes.py): `/hooks/<runtime>`, and for
 # the runtimes whose payload may not name its event, `/hooks/<runtime>/<Event>`; also
 # their templates, from which the OpenAPI document states each route's role.
 RUNTIME_HOOK_PATH = re.compile(

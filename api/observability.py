@@ -38,10 +38,6 @@ def request_id_of(scope: Scope) -> str:
     return random_id().hex
 
 
-# A route template set by a handler FastAPI did not route (api/ingest_fast_path.py).
-ROUTE_TEMPLATE = "tachograph.route_template"
-
-
 class ObservabilityMiddleware:
     """Outermost middleware: counts and times every request, including refused ones."""
 
@@ -122,11 +118,7 @@ class ObservabilityMiddleware:
 
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")
-        path = (
-            scope.get(ROUTE_TEMPLATE)
-            or getattr(route, "path_format", None)
-            or getattr(route, "path", None)
-        )
+        path = getattr(route, "path_format", None) or getattr(route, "path", None)
         if path is None:
             # Refused before routing (401, 413, ...): find the template the path would take.
             path = self._templates().match(scope["path"], scope["method"])

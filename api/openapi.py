@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from api.auth import required_capability
+from api.hook_routes import hook_route_operations
 from domain.credentials import NEEDED_ROLE
 
 ERROR_SCHEMA: dict[str, Any] = {
@@ -111,6 +112,7 @@ def install_openapi(app: FastAPI, *, api_key: bool) -> None:
     def openapi() -> dict[str, Any]:
         schema = generate()
         if not schema.get("x-tachograph-errors"):
+            schema.setdefault("paths", {}).update(hook_route_operations())
             complete(schema, api_key=api_key)
             schema["x-tachograph-errors"] = True
         return schema

@@ -84,7 +84,7 @@ def test_every_claude_fixture_is_accepted_mapped_and_answered(
     assert events == [payload["hook_event_name"]]
 
 
-def test_a_known_sessions_claude_hooks_skip_the_framework_and_answer_as_the_route_does(
+def test_a_known_sessions_claude_hooks_are_answered_from_the_event_loop_alike(
     adapter_client: TestClient,
 ) -> None:
     services: Services = adapter_client.app.state.services  # type: ignore[attr-defined]
@@ -104,24 +104,24 @@ def test_a_known_sessions_claude_hooks_skip_the_framework_and_answer_as_the_rout
     for name in FIXTURE_NAMES:
         payload = {**load_fixture(name), "session_id": native}
         fast_calls.clear()
-        fast = adapter_client.post("/hooks/claude", json=payload)
-        # A query string sends the same hook to the FastAPI route; a tool call of its own,
-        # so that it is not taken for a redelivery of the first.
+        first = adapter_client.post("/hooks/claude", json=payload)
+        # The same hook again as a tool call of its own, so that it is not taken for a
+        # redelivery of the first: appended after it, answered alike.
         if "tool_use_id" in payload:
-            payload["tool_use_id"] += "-routed"
-        routed = adapter_client.post("/hooks/claude", params={"via": "route"}, json=payload)
-        assert fast_calls == [True, True], name  # the same non-blocking call either way
-        assert fast.status_code == routed.status_code == 200, name
-        assert fast.content == routed.content == b"{}", name
-        assert set(fast.headers) == set(routed.headers), name
-        assert int(routed.headers["x-tachograph-position"]) > int(
-            fast.headers["x-tachograph-position"]
+            payload["tool_use_id"] += "-again"
+        again = adapter_client.post("/hooks/claude", json=payload)
+        assert fast_calls == [True, True], name  # both answered from the event loop
+        assert first.status_code == again.status_code == 200, name
+        assert first.content == again.content == b"{}", name
+        assert set(first.headers) == set(again.headers), name
+        assert int(again.headers["x-tachograph-position"]) > int(
+            first.headers["x-tachograph-position"]
         )
         redelivered = adapter_client.post("/hooks/claude", json=payload)
         if "tool_use_id" in payload:  # answered from the log, appended nowhere
             assert (
                 redelivered.headers["x-tachograph-position"]
-                == (routed.headers["x-tachograph-position"])
+                == (again.headers["x-tachograph-position"])
             )
     tool_events = sum("tool_use_id" in load_fixture(name) for name in FIXTURE_NAMES)
     # Each fixture twice, and the third time too when nothing identifies it as a repeat.
@@ -133,29 +133,29 @@ def test_a_known_sessions_claude_hooks_skip_the_framework_and_answer_as_the_rout
     assert len(session) == 1 + 3 * len(FIXTURE_NAMES) - tool_events
 
 
-def test_claude_bodies_the_fast_path_cannot_take_get_the_routes_answers(
+def test_bad_claude_bodies_are_refused_before_anything_is_recorded(
     adapter_client: TestClient,
 ) -> None:
     payload = load_fixture("PostToolUse-1.json")
-    assert adapter_client.post("/hooks/claude", json=payload).status_code == 200
+    accepted = adapter_client.post("/hooks/claude", json=payload)
+    assert accepted.status_code == 200
     for content, status in [
         (b"{", 400),
         (b"[1]", 422),
         (json.dumps({**payload, "tool_input": "a\u0000b"}).encode(), 422),
         (json.dumps({**payload, "tool_use_id": "t" * 300}).encode(), 422),
     ]:
-        for params in ({}, {"via": "route"}):
-            sent = adapter_client.post(
-                "/hooks/claude",
-                content=content,
-                params=params,
-                headers={"content-type": "application/json"},
-            )
-            assert sent.status_code == status, (content[:40], params, sent.text)
+        sent = adapter_client.post(
+            "/hooks/claude", content=content, headers={"content-type": "application/json"}
+        )
+        assert sent.status_code == status, (content[:40], sent.text)
+        assert sent.json()["error"] in ("invalid_json", "validation_error", "invalid_hook_payload")
     bad_header = adapter_client.post(
         "/hooks/claude", json=payload, headers={"x-tachograph-session-id": "x"}
     )
     assert bad_header.status_code == 422
+    after = {"after": accepted.headers["x-tachograph-position"]}
+    assert adapter_client.get("/api/events", params=after).json()["events"] == []
 
 
 def test_out_of_order_lifecycle_from_real_payloads(adapter_client: TestClient) -> None:
@@ -487,9 +487,10 @@ def test_session_uuid_is_uuid5_of_agent_and_native_id() -> None:
 def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
     settings: Settings,
 ) -> None:
-    """Whichever path serves a Claude Code hook (the fast path for a known session, or
-    the FastAPI route), the answer's bytes and the stored HookDispatch are the same:
-    with a handler that denies, one that rewrites, and none."""
+    """Whichever path through the service answers a Claude Code hook (the event loop's,
+    for a known session and no handler to run, or the thread pool's), the answer's bytes
+    and the stored HookDispatch are the same: with a handler that denies, one that
+    rewrites, and none."""
     server = HookServer()
     server.routes["/deny"] = answer("deny", reason="no force pushes")
     server.routes["/modify"] = answer("modify", replacement={"command": "git status"})
@@ -505,9 +506,10 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
             services: Services = client.app.state.services  # type: ignore[attr-defined]
             fast_calls: list[bool] = []
             original = services.ingest.start
+            via = "loop"
 
             def watched(*args: Any, **kwargs: Any) -> Any:
-                taken = original(*args, **kwargs)
+                taken = False if via == "pool" else original(*args, **kwargs)
                 fast_calls.append(taken)
                 return taken
 
@@ -526,14 +528,10 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                     "session_id": start["session_id"],
                 }
                 answers, stored = [], []
-                for via in ("fast", "route"):
+                for via in ("loop", "pool"):
                     payload["tool_use_id"] = f"toolu_{n}_{via}"
                     fast_calls.clear()
-                    sent = client.post(
-                        "/hooks/claude",
-                        json=payload,
-                        params={} if via == "fast" else {"via": "route"},
-                    )
+                    sent = client.post("/hooks/claude", json=payload)
                     assert sent.status_code == 200, sent.text
                     position = int(sent.headers["x-tachograph-position"])
                     event = client.get(
@@ -544,10 +542,9 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                     )
                     answers.append((sent.content, sorted(sent.headers)))
                     stored.append(event["data"])
-                    # Either path asks the same service; with handlers to run (or none:
-                    # Read) it is the same call, blocking or not, whichever path asked.
-                    assert fast_calls == [n == 2], via
-                fast, routed = stored
+                    # Only Read has no handler to run: the loop takes it unless declined.
+                    assert fast_calls == [n == 2 and via == "loop"], via
+                on_loop, in_pool = stored
                 for data in stored:  # what tells the two calls apart, and nothing else
                     assert data.pop("tool_call_id").startswith(f"toolu_{n}_")
                     assert data.pop("event_id").startswith("claude-code:")
@@ -556,7 +553,7 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                     for run in data["runs"]:  # the handler's own time, measured per call
                         assert isinstance(run.pop("duration_ms"), int)
                 assert answers[0] == answers[1], body
-                assert fast == routed, body
+                assert on_loop == in_pool, body
             assert json.loads(answers[0][0]) == {}  # the last, Read, had no handler
     finally:
         server.close()

@@ -456,31 +456,38 @@ def test_bad_handler_answers_fail_closed_for_gates(
     assert [(r["handlerId"], r["failure"]) for r in records if r["handlerId"]] == [("bad", failure)]
 
 
-def test_the_fast_path_answers_exactly_as_the_route_does(gateway_client: TestClient) -> None:
+def test_the_event_loop_path_answers_exactly_as_the_thread_pool_path(
+    gateway_client: TestClient,
+) -> None:
+    """One route, two ways through the service: an event no handler matches, for a known
+    session, joins the group commit from the event loop (`start`); anything else runs
+    `ingest` in the thread pool. The answer is the same whichever took it."""
     session_id = new_session(gateway_client)
     url = f"/api/sessions/{session_id}/events"
     body = {"event": "PostToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
-    calls: list[bool] = []
+    taken: list[bool] = []
     original = services.ingest.start
+    decline = False
 
     def watched(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs.get("deliver") is not None)  # both batch their loop's wake-ups
-        return original(*args, **kwargs)
+        started = False if decline else original(*args, **kwargs)
+        taken.append(started)
+        return started
 
     services.ingest.start = watched  # type: ignore[method-assign]
     before = _ingest_count(gateway_client)
-    fast = gateway_client.post(url, json=body)
-    # A query string sends the same request to the FastAPI route instead.
-    routed = gateway_client.post(url, params={"via": "route"}, json=body)
-    assert calls == [True, True]  # one service call, whichever path took the request
-    assert fast.status_code == routed.status_code == 200
-    fast_body, routed_body = fast.json(), routed.json()
-    assert fast_body.pop("dispatchId") != routed_body.pop("dispatchId")  # two dispatches
-    assert fast_body == routed_body and fast_body["outcome"] == "pass"
-    assert set(fast.headers) == set(routed.headers)
-    assert int(routed.headers["x-tachograph-position"]) == (
-        int(fast.headers["x-tachograph-position"]) + 1
+    on_loop = gateway_client.post(url, json=body)
+    decline = True
+    in_pool = gateway_client.post(url, json=body)
+    assert taken == [True, False]
+    assert on_loop.status_code == in_pool.status_code == 200
+    loop_body, pool_body = on_loop.json(), in_pool.json()
+    assert loop_body.pop("dispatchId") != pool_body.pop("dispatchId")  # two dispatches
+    assert loop_body == pool_body and loop_body["outcome"] == "pass"
+    assert set(on_loop.headers) == set(in_pool.headers)
+    assert int(in_pool.headers["x-tachograph-position"]) == (
+        int(on_loop.headers["x-tachograph-position"]) + 1
     )
     assert _ingest_count(gateway_client) == before + 2  # both counted under the template
 

@@ -1,19 +1,16 @@
-"""Lifecycle ingestion and the per-session hook audit."""
+"""A session's hook audit, timeline and export (its ingest route is in api/hook_routes.py)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.encoders import jsonable_encoder
 from starlette.responses import Response
 
-from api.auth import request_principal
 from api.deps import Consistent, ServicesDep
-from api.hook_calls import answer_events
 from api.input_limits import MAX_POSITION, StrictJSONRoute
-from api.schemas import LifecycleEventBody
 from bootstrap import Services
 from domain.errors import NotFound
 from domain.strict_json import dumps_readable
@@ -23,24 +20,6 @@ from services.session_export import session_export
 from services.session_timeline import timeline_page
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"], route_class=StrictJSONRoute)
-
-_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": LifecycleEventBody.model_json_schema()}},
-    }
-}
-
-
-@router.post("/{session_id}/events", response_model=None, openapi_extra=_BODY)
-async def ingest_event(session_id: UUID, request: Request) -> Response:
-    """Record a lifecycle event from an agent runtime and return the combined hook decision."""
-    # async, and no Depends(): the hot path awaits the group commit without a worker
-    # thread, and FastAPI's per-request dependency solving was ~10% of its CPU.
-    services: Services = request.app.state.services
-    return await answer_events(
-        services, request_principal(request), session_id, await request.body()
-    )
 
 
 def _require_visible(services: Services, session_id: UUID) -> None:
