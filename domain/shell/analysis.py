@@ -12,7 +12,9 @@ the commands they concern are. Pure.
 
 from __future__ import annotations
 
-from domain.shell.paths import ELSEWHERE, URL, brace_expand, normalize
+from urllib.parse import urlsplit
+
+from domain.shell.paths import DEVICES, ELSEWHERE, URL, brace_expand, normalize
 from domain.shell.result import Facts, ToolCallAnalysis
 from domain.shell.tools import Tools
 from domain.shell.verdict import Denial, quoted
@@ -30,13 +32,12 @@ class _Recorder:
         return normalize(value if value.startswith("/") else f"{cwd}/{value}")
 
     def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
-        if not value:
-            return None
+        if not value or value.startswith("-"):
+            return None  # an option or stdin; a path glued to one (`--out=x`) comes on its own
         if URL.match(value):
             if not value.lower().startswith("file:"):
                 return None  # a network address, not a path
-            value = value.split("://", 1)[1]
-            value = "/" + value.split("/", 1)[1] if "/" in value else "/"
+            value = urlsplit(value).path or "/"
         elif value.lower().startswith("file:"):
             value = value[5:] or "/"
         candidates = brace_expand(value)
@@ -49,7 +50,9 @@ class _Recorder:
             elif candidate.startswith("~"):
                 self.facts.path(candidate, write=write)
             else:
-                self.facts.path(self.resolve(candidate, cwd), write=write)
+                path = self.resolve(candidate, cwd)
+                if path not in DEVICES and not path.startswith("/dev/fd/"):
+                    self.facts.path(path, write=write)
         return None
 
     def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
