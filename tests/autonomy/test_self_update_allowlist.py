@@ -18,7 +18,7 @@ from domain.self_update_policy import (
     SUDO,
     UNRESTRICTED_SHELL,
 )
-from domain.shell_allowlist import (
+from domain.shell.allowlist import (
     ALLOWLIST_RULES,
     AWK_SED_IO,
     COMMAND_REDEFINITION,
@@ -30,7 +30,7 @@ from domain.shell_allowlist import (
     UNKNOWN_COMMAND,
     UNRESOLVED_PATH_EXPANSION,
 )
-from domain.shell_programs import awk_io, sed_io
+from domain.shell.programs import awk_io, sed_io
 from tests.autonomy.test_self_update_policy import CLONE, assert_denied, run, shell
 
 ATTACKS: list[tuple[str, str]] = [

@@ -28,7 +28,7 @@ from domain.self_update_policy import (
     evaluate,
     evaluate_command,
 )
-from domain.shell_allowlist import (
+from domain.shell.allowlist import (
     ALLOWLIST_RULES,
     DYNAMIC_COMMAND_WORD,
     EXEC_CHANGING_ENV,
@@ -770,7 +770,7 @@ def test_an_input_the_evaluator_cannot_handle_is_refused(monkeypatch: pytest.Mon
     def broken(*_: object) -> Denial | None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(policy._Tools, "evaluate", broken)
+    monkeypatch.setattr(policy.Tools, "evaluate", broken)
     assert_denied(run("Read", {"file_path": "README.md"}), UNRESTRICTED_SHELL)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from domain.shell_allowlist import (
+from domain.shell.allowlist import (
     KNOWN_COMMANDS,
     PROCESS_CONTROL_TOOLS,
     UNANALYSED_WRAPPERS,

@@ -1,0 +1,79 @@
+"""``analyse_tool_call``: what one tool call would do, as a ``ToolCallAnalysis``.
+
+The same walk the self-update rules judge with (domain/shell/tools.py and
+domain/shell/walker.py), run with a ``PathRules`` that records every path instead of
+judging it and a ``Facts`` that keeps what the walk meets: each simple command and its
+argv (through ``bash -c``, ``eval`` of literals, substitutions, pipelines, heredocs,
+wrappers), the paths read and written (resolved against ``cwd``), the network endpoints,
+the git operations and their remotes, and what it could not follow. Refusals that are
+rules about what may run (``git push``, ``sudo``...) are not facts and are not reported;
+the commands they concern are. Pure.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from domain.shell.paths import DEVICES, ELSEWHERE, URL, brace_expand, normalize
+from domain.shell.result import Facts, ToolCallAnalysis
+from domain.shell.tools import Tools
+from domain.shell.verdict import Denial, quoted
+
+
+class _Recorder:
+    """``PathRules`` that judges nothing and writes every path down."""
+
+    clone: str | None = None
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+
+    def resolve(self, value: str, cwd: str) -> str:
+        return normalize(value if value.startswith("/") else f"{cwd}/{value}")
+
+    def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
+        if not value or value.startswith("-"):
+            return None  # an option or stdin; a path glued to one (`--out=x`) comes on its own
+        if URL.match(value):
+            if not value.lower().startswith("file:"):
+                return None  # a network address, not a path
+            value = urlsplit(value).path or "/"
+        elif value.lower().startswith("file:"):
+            value = value[5:] or "/"
+        candidates = brace_expand(value)
+        if candidates is None:
+            self.facts.unknown(f"{quoted(shown)} expands to too many paths to list.")
+            return None
+        for candidate in candidates:
+            if candidate.startswith(ELSEWHERE):
+                self.facts.path(shown, write=write)  # `$TMPDIR/x`: another directory, as written
+            elif candidate.startswith("~"):
+                self.facts.path(candidate, write=write)
+            else:
+                path = self.resolve(candidate, cwd)
+                if path not in DEVICES and not path.startswith("/dev/fd/"):
+                    self.facts.path(path, write=write)
+        return None
+
+    def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
+        return None
+
+
+def analyse_tool_call(tool_name: str, tool_input: object, cwd: str) -> ToolCallAnalysis:
+    """What a tool call would do, run from ``cwd`` (the hook payload's absolute cwd).
+
+    ``tool_input`` is the input as the agent sent it: a JSON object, a patch string, or
+    an argv list for Codex's shell. An input the analysis cannot take apart is reported
+    in ``not_understood``, never guessed at.
+    """
+    if not cwd.startswith("/"):
+        raise ValueError(f"cwd must be an absolute path, not {cwd!r}")
+    facts = Facts()
+    try:
+        denial = Tools(_Recorder(facts), facts).evaluate(tool_name, tool_input, cwd)
+    except Exception:  # an input that breaks the walk is not understood, whatever it is
+        facts.unknown(f"The {quoted(tool_name)} call could not be analysed.")
+    else:
+        if denial is not None:
+            facts.refusal(denial)
+    return facts.freeze(tool_name)

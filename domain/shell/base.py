@@ -1,0 +1,75 @@
+"""What every part of the shell walker can count on from the others.
+
+The walker (domain/shell/walker.py) is one class assembled from the structure walk, the
+command runner (domain/shell/command.py) and one mixin per command family
+(domain/shell/commands/). Each part calls the others through the names declared here, so
+each module type-checks on its own; the assembled ``Shell`` supplies the bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from domain.shell.result import Facts
+from domain.shell.state import Arg, Call, PathRules, State
+from domain.shell.verdict import Denial
+
+
+class ShellBase:
+    scope: PathRules
+    # Command name -> the name of the method that judges it (domain/shell/walker.py).
+    judges: ClassVar[Mapping[str, str]]
+    # Collected facts when analysing (None when only judging: the hot path records nothing).
+    facts: Facts | None
+
+    def _endpoint(self, target: str) -> None:
+        if self.facts is not None:
+            self.facts.endpoint(target)
+
+    def script(self, src: str, state: State, depth: int) -> Denial | None:
+        raise NotImplementedError
+
+    def command(
+        self, args: list[Arg], state: State, piped: bool, stdin: Arg | None, depth: int
+    ) -> Denial | None:
+        raise NotImplementedError
+
+    def _nested(self, call: Call, start: int) -> Denial | None:
+        raise NotImplementedError
+
+    def _nested_script(self, call: Call, script: Arg) -> Denial | None:
+        raise NotImplementedError
+
+    def _arg_path(self, arg: Arg, state: State, *, write: bool = False) -> Denial | None:
+        raise NotImplementedError
+
+    def _assign(self, arg: Arg, state: State) -> None:
+        raise NotImplementedError
+
+    def _assignment(self, arg: Arg, state: State, depth: int) -> Denial | None:
+        raise NotImplementedError
+
+    def _env_name(self, name: str, shown: str, value: str = "", *, dynamic: bool) -> Denial | None:
+        raise NotImplementedError
+
+    def _arithmetic(self, text: str, state: State, shown: str) -> Denial | None:
+        raise NotImplementedError
+
+    def _subscript(self, text: str, state: State, shown: str) -> Denial | None:
+        raise NotImplementedError
+
+    def _define(self, name: str, state: State, *, function: bool = True) -> Denial | None:
+        raise NotImplementedError
+
+    def _python(self, call: Call) -> Denial | None:
+        raise NotImplementedError
+
+    def _stdin_program(self, call: Call, *, shell: bool) -> Denial | None:
+        raise NotImplementedError
+
+    def _package_manager(self, call: Call) -> Denial | None:
+        raise NotImplementedError
+
+    def _inline_code(self, call: Call, code: Arg) -> Denial | None:
+        raise NotImplementedError

@@ -1,0 +1,1 @@
+"""One judge module per command family; the walker (domain/shell/walker.py) assembles them."""
