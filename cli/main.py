@@ -296,10 +296,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check configuration, database, hooks, hooks.log and the executor; one line each."""
+    """Check configuration, database, hooks, their failure log and the executor; one line each."""
     from cli.doctor import run_doctor
 
-    return run_doctor(sys.stdout, data_dir=args.data_dir)
+    return run_doctor(sys.stdout, data_dir=args.data_dir, projects=args.projects)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -410,6 +410,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     doctor = sub.add_parser("doctor", help="check configuration, database, hooks and executor")
+    doctor.add_argument(
+        "projects",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="project directories to check for installed hooks, besides the home directory, "
+        "the workspace root and the workspaces below it",
+    )
     add_data_dir_option(doctor)
     doctor.set_defaults(func=cmd_doctor)
     return parser

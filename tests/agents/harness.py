@@ -176,12 +176,12 @@ def install_hooks(runtime: str, home: Path, url: str, *flags: str) -> None:
 
 def agent_env(work: Path, **extra: str) -> dict[str, str]:
     """What every CLI gets: a PATH, a HOME of its own, no colours, and the hook client's
-    data dir (so that its hooks.log is the run's)."""
+    failure log (the run's own)."""
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(work / "home"),
         "NO_COLOR": "1",
-        "TACHOGRAPH_DATA_DIR": str(work / "hook-client"),
+        "TACHOGRAPH_HOOK_LOG": str(work / "hook-client" / "hooks.log"),
         **extra,
     }
 
