@@ -287,6 +287,8 @@ def verify(work: Path, api_key: str | None = None) -> None:
 
 
 def hook_failures(work: Path) -> list[str]:
-    """The events whose command hook could not reach Tachograph, in order."""
+    """The events whose command hook could not reach Tachograph, in order (a line marking a
+    delivery that got through again names no event)."""
     log = work / "hook-client" / "hooks.log"
-    return [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    return [entry["event"] for entry in entries if not entry.get("ok")]
