@@ -298,9 +298,9 @@ def bench_hook_latency(
     project = root / "project"
     project.mkdir(parents=True)
     # The runtimes hand their hooks their own environment: this one, without Tachograph's
-    # or Tracekit's settings, and a data dir for the hook client's failure log.
+    # or Tracekit's settings, and a place for the hook client's failure log.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TACHOGRAPH_", "TRACEKIT_"))}
-    env["TACHOGRAPH_DATA_DIR"] = str(root / "hook-client")
+    env["TACHOGRAPH_HOOK_LOG"] = str(root / "hook-client" / "hooks.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     commands = installed_commands(url, root)

@@ -14,8 +14,6 @@ from projections.activity import ActivityQuery, search_activity
 from projections.base import iso
 from projections.sessions import session_ids_starting
 
-# The status column's words, accepted by --outcome beside the decisions themselves.
-OUTCOME_WORDS = {"passed": "pass", "allowed": "pass", "denied": "deny", "modified": "modify"}
 _COLUMNS = (("at", 27), ("sessionId", 36), ("tool", 12), ("decision", 8), ("status", 11))
 
 
@@ -24,7 +22,6 @@ def _time(value: str | None, flag: str) -> str | None:
 
 
 def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
-    outcome = OUTCOME_WORDS.get(args.outcome, args.outcome) if args.outcome else None
     try:
         since, until = _time(args.since, "--since"), _time(args.until, "--until")
     except BadValue as exc:
@@ -42,7 +39,7 @@ def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> i
             contains=args.contains,
             workspace_id=args.workspace_id,
             session_id=session_id,
-            outcome=outcome,
+            outcome=args.outcome,
             since=since,
             until=until,
             limit=max(1, min(args.limit, 1000)),

@@ -6,15 +6,12 @@ the other non-fatal findings (no executor, no managed hooks) it keeps the exit c
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import os
 import shlex
 import shutil
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
@@ -25,6 +22,7 @@ from cli.claude_settings import (
     SETTINGS_RELATIVE_PATH,
     count_admin_key_hooks,
 )
+from cli.doctor_runtimes import project_dirs
 from infra.settings import Settings, SettingsError
 
 AGENT_TOKEN_FIX: Final = (
@@ -48,7 +46,17 @@ class Warnings:
     findings: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What some checks look at beyond the settings: the raw environment (copies of keys
+    hide there; the hook log's place depends on it) and the project directories named."""
+
+    env: Mapping[str, str]
+    projects: tuple[Path, ...] = ()
+
+
 Check = Callable[[Settings], str | Warnings]
+ScopedCheck = Callable[[Settings, Scope], str | Warnings]
 
 
 class CheckFailed(Exception):
@@ -76,20 +84,6 @@ def check_hooks(settings: Settings) -> str:
     return f"{handlers} handler(s) on {len(settings.hooks.handlers)} event(s), configuration valid"
 
 
-def check_hooks_log(settings: Settings) -> str:
-    path = settings.data_dir / "hooks.log"
-    if not path.exists():
-        return "no delivery failures logged"
-    day_ago = time.time() - 86400
-    recent = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    if path.stat().st_mtime < day_ago or not recent:
-        return f"no delivery failures in the last 24 h ({path})"
-    last = recent[-1]
-    with contextlib.suppress(json.JSONDecodeError, AttributeError):
-        last = json.loads(last).get("error", last)
-    raise CheckFailed(f"{len(recent)} command-hook delivery failure(s) in {path}; last: {last}")
-
-
 def check_executor(settings: Settings) -> str:
     argv = settings.task_command
     if argv is None:
@@ -101,19 +95,50 @@ def check_executor(settings: Settings) -> str:
     return f"{program} -> {found}"
 
 
-def check_path(settings: Settings) -> str:
+def check_path(settings: Settings) -> str | Warnings:
+    """Which `tachograph` a shell runs. Installed hooks never need it: they run this
+    installation's hook client by absolute path (cli/runtime_hooks.py `hook_command`);
+    hooks of earlier releases that call it by name are the runtimes check's business."""
     found = shutil.which("tachograph")
     running = Path(sys.executable).parent / "tachograph"
     if found is None:
-        raise CheckFailed("no `tachograph` on PATH: Claude Code command hooks call it by name")
+        return f"not on PATH (installed hooks do not need it); this installation's is {running}"
     if running.exists() and os.path.realpath(found) != os.path.realpath(running):
-        raise CheckFailed(f"`tachograph` on PATH is {found}, not this installation ({running})")
+        return Warnings(
+            (
+                f"`tachograph` on PATH is {found}, not this installation ({running}): hooks "
+                "installed with it run that installation's hook client",
+            )
+        )
     return found
 
 
-def check_credentials(settings: Settings, env: Mapping[str, str]) -> str | Warnings:
+def check_hooks_log(settings: Settings, scope: Scope) -> str | Warnings:
+    """The command hook's failure log: failures since its last success fail the check."""
+    from cli.doctor_hook_log import (
+        earlier_logs,
+        hook_log_path_for,
+        read_hook_log,
+        relative_log_setting,
+    )
+
+    path = hook_log_path_for(scope.env)
+    report = read_hook_log(path)
+    if report is not None and report.failing():
+        raise CheckFailed(report.summary())
+    findings = [
+        *filter(None, [relative_log_setting(scope.env)]),
+        *earlier_logs(project_dirs(settings, scope.projects)),
+    ]
+    if findings:
+        return Warnings(tuple(findings))
+    return report.summary() if report is not None else f"no delivery failures logged ({path})"
+
+
+def check_credentials(settings: Settings, scope: Scope) -> str | Warnings:
     """Warn where the bootstrap admin key reaches agents, or when no key guards the API."""
-    files = _claude_settings_files(settings, env)
+    env = scope.env
+    files = _claude_settings_files(settings, scope)
     findings = _admin_key_exports(settings, env)
     for path, project in files:
         findings += _settings_file_findings(path, project, settings.api_key)
@@ -125,11 +150,14 @@ def check_credentials(settings: Settings, env: Mapping[str, str]) -> str | Warni
     )
 
 
-def check_agent_hooks(settings: Settings, env: Mapping[str, str]) -> str | Warnings:
+def check_agent_hooks(settings: Settings, scope: Scope) -> str | Warnings:
     """Each runtime's hook file: registered, resolvable, and reaching a server."""
     from cli.doctor_runtimes import runtime_hook_findings
 
-    findings, summary = runtime_hook_findings(settings, env)
+    missing = [str(p) for p in scope.projects if not p.is_dir()]
+    if missing:
+        raise CheckFailed(f"not a directory: {', '.join(missing)}")
+    findings, summary = runtime_hook_findings(settings, scope.env, scope.projects)
     return Warnings(tuple(findings)) if findings else summary
 
 
@@ -156,31 +184,20 @@ def _admin_key_exports(settings: Settings, env: Mapping[str, str]) -> list[str]:
     return findings
 
 
-def _claude_settings_files(
-    settings: Settings, env: Mapping[str, str]
-) -> list[tuple[Path, Path | None]]:
+def _claude_settings_files(settings: Settings, scope: Scope) -> list[tuple[Path, Path | None]]:
     """Return existing Claude Code settings files with their project dir (None: user file)."""
-    root = settings.workspace_root
     candidates: list[tuple[Path, Path | None]] = [
         (project / relative, project)
-        for project in [root, *_subdirectories(root)]
+        for project in project_dirs(settings, scope.projects)
         for relative in PROJECT_SETTINGS
     ]
-    if env.get("HOME"):
-        candidates.append((Path(env["HOME"]) / USER_SETTINGS, None))
+    if scope.env.get("HOME"):
+        candidates.append((Path(scope.env["HOME"]) / USER_SETTINGS, None))
     unique: dict[Path, tuple[Path, Path | None]] = {}
     for path, project in candidates:
         if path.is_file():
             unique.setdefault(path.resolve(), (path, project))
     return list(unique.values())
-
-
-def _subdirectories(root: Path) -> list[Path]:
-    """Return the directories right below root; registered workspaces live there."""
-    try:
-        return sorted(child for child in root.iterdir() if child.is_dir())
-    except OSError:
-        return []
 
 
 def _settings_file_findings(path: Path, project: Path | None, key: str | None) -> list[str]:
@@ -229,14 +246,22 @@ def _reinstall_hint(path: Path, project: Path | None) -> str:
 CHECKS: list[tuple[str, Check]] = [
     ("database", check_database),
     ("hooks", check_hooks),
-    ("hooks.log", check_hooks_log),
     ("executor", check_executor),
     ("path", check_path),
+]
+# Checks that read the environment or the project directories; they run after the rest.
+SCOPED_CHECKS: list[tuple[str, ScopedCheck]] = [
+    ("credentials", check_credentials),
+    ("runtimes", check_agent_hooks),
+    ("hooks.log", check_hooks_log),
 ]
 
 
 def run_doctor(
-    out: IO[str], environ: dict[str, str] | None = None, data_dir: Path | None = None
+    out: IO[str],
+    environ: Mapping[str, str] | None = None,
+    data_dir: Path | None = None,
+    projects: Sequence[Path] = (),
 ) -> int:
     """Run every check; return 0 when all pass."""
     try:
@@ -247,12 +272,10 @@ def run_doctor(
     if data_dir is not None:
         settings = settings.with_(data_dir=data_dir)
     print("ok   settings: environment parsed", file=out)
-    env = os.environ if environ is None else environ
-    # Unlike the other checks it reads the raw environment: copies of the key hide there.
+    scope = Scope(os.environ if environ is None else environ, tuple(projects))
     checks: list[tuple[str, Check]] = [
         *CHECKS,
-        ("credentials", functools.partial(check_credentials, env=env)),
-        ("runtimes", functools.partial(check_agent_hooks, env=env)),
+        *((name, _scoped(check, scope)) for name, check in SCOPED_CHECKS),
     ]
     failed = 0
     for name, check in checks:
@@ -267,6 +290,10 @@ def run_doctor(
         else:
             _report(out, name, detail)
     return 1 if failed else 0
+
+
+def _scoped(check: ScopedCheck, scope: Scope) -> Check:
+    return lambda settings: check(settings, scope)
 
 
 def _report(out: IO[str], name: str, detail: str | Warnings) -> None:

@@ -1,11 +1,13 @@
 """`tachograph doctor`'s look at the agent runtimes' hook files (§6.5).
 
-For each runtime's hook file found in the home directory, the workspace root or a
-workspace below it: are Tachograph's hooks registered, does each command resolve to an
-executable (and the hook client it runs), does the server URL the hooks use answer as
-Tachograph, and does it accept the agent token they will send? A closed handler is also
-worth a warning wherever a gate event's hook fails open when the server is down: an HTTP
-hook always does, a command hook unless installed with `--fail-closed`.
+For each runtime's hook file found in the project directories named on the command line,
+the workspace root, a workspace below it or the home directory: are Tachograph's hooks
+registered, does each command resolve to an executable (and the hook client it runs),
+does the server URL the hooks use answer as Tachograph, and does it accept the agent token
+they will send? A closed handler is also worth a warning wherever a gate event's hook
+fails open when the server is down: an HTTP hook always does, a command hook unless
+installed with `--fail-closed`. A directory named that holds none of Tachograph's hooks is
+a warning too: whoever named it expected some.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import shlex
 import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,15 +39,29 @@ AGENT_TOKEN_ENV: Final = "TACHOGRAPH_AGENT_TOKEN"
 FAIL_CLOSED_FLAG: Final = "--fail-closed"
 
 
-def runtime_hook_findings(settings: Settings, env: Mapping[str, str]) -> tuple[list[str], str]:
+def project_dirs(settings: Settings, named: Sequence[Path] = ()) -> list[Path]:
+    """The directories where `hook install` may have written project hook files: those
+    named, the workspace root and the workspaces right below it."""
+    root = settings.workspace_root
+    below: list[Path] = []
+    with contextlib.suppress(OSError):
+        below = sorted(p for p in root.iterdir() if p.is_dir())
+    return list(dict.fromkeys([*named, root, *below]))
+
+
+def runtime_hook_findings(
+    settings: Settings, env: Mapping[str, str], named: Sequence[Path] = ()
+) -> tuple[list[str], str]:
     """Warnings about the runtimes' hook files, and a one-line summary when all is well."""
     findings: list[str] = []
     seen: list[str] = []
     failing_open: list[str] = []
-    for runtime, path in _hook_files(settings, env):
+    with_hooks: set[Path] = set()
+    for root, runtime, path in _hook_files(settings, env, named):
         handlers = [(event, h) for event, h in _handlers(path) if _own(runtime, h)]
         if not handlers:
             continue
+        with_hooks.add(root)
         seen.append(f"{runtime} ({path})")
         urls: set[str] = set()
         open_gates: set[str] = set()
@@ -77,6 +93,14 @@ def runtime_hook_findings(settings: Settings, env: Mapping[str, str]) -> tuple[l
             f"{FAIL_CLOSED_FLAG} too): {'; '.join(failing_open)}; re-run `tachograph hook "
             f"install <runtime> <dir> {FAIL_CLOSED_FLAG}`"
         )
+    looked_for = ", ".join(map(str, HOOK_FILES.values()))
+    for project in named:
+        if project not in with_hooks:
+            install = f"tachograph hook install <runtime> {shlex.quote(str(project))}"
+            findings.append(
+                f"no Tachograph hooks in {project} (looked for {looked_for}); "
+                f"install them with `{install}`"
+            )
     summary = "; ".join(seen) if seen else "no runtime hook files with Tachograph's hooks found"
     if seen and not env.get(AGENT_TOKEN_ENV):
         summary += f" ({AGENT_TOKEN_ENV} unset here, so the agent token was not checked)"
@@ -101,10 +125,11 @@ def _fails_closed(command: object) -> bool:
 _DEFAULT: Final = "http://127.0.0.1:8000"
 
 
-def _hook_files(settings: Settings, env: Mapping[str, str]) -> Iterator[tuple[str, Path]]:
-    roots = [settings.workspace_root]
-    with contextlib.suppress(OSError):
-        roots += sorted(p for p in settings.workspace_root.iterdir() if p.is_dir())
+def _hook_files(
+    settings: Settings, env: Mapping[str, str], named: Sequence[Path]
+) -> Iterator[tuple[Path, str, Path]]:
+    """(directory, runtime, hook file) for each hook file found, each file once."""
+    roots = project_dirs(settings, named)
     if env.get("HOME"):
         roots.append(Path(env["HOME"]))
     found: set[Path] = set()
@@ -113,7 +138,7 @@ def _hook_files(settings: Settings, env: Mapping[str, str]) -> Iterator[tuple[st
             path = root / relative
             if path.is_file() and path.resolve() not in found:
                 found.add(path.resolve())
-                yield runtime, path
+                yield root, runtime, path
 
 
 def _handlers(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -156,7 +181,11 @@ def _unresolved(runtime: str, path: Path, command: str) -> list[str]:
         return [f"{path}: a {runtime} hook has an empty command"]
     program = words[0]
     if shutil.which(program) is None:
-        return [f"{path}: {runtime} hooks run {program}, which does not exist or is not on PATH"]
+        # Hooks of earlier releases called `tachograph` by name; today's pin the client.
+        fix = "" if "/" in program else "; re-run `tachograph hook install` to pin its path"
+        return [
+            f"{path}: {runtime} hooks run {program}, which does not exist or is not on PATH{fix}"
+        ]
     client = next((w for w in words if w.endswith("hook_client/command.py")), None)
     if client is not None and not Path(client).is_file():
         return [f"{path}: {runtime} hooks run {client}, which does not exist; re-run hook install"]

@@ -15,7 +15,7 @@ from typing import IO, Any
 from cli.cli_values import resolve_session
 from cli.log_presence import add_data_dir_option
 from domain.credentials import AGENT, ROLES, Binding, parse_lifetime
-from domain.errors import DomainError
+from domain.errors import DomainError, NotFound
 from infra.settings import Settings
 from projections.sessions import session_ids_starting
 
@@ -36,7 +36,7 @@ def add_parser(sub: Any) -> None:
     listing.add_argument("--json", action="store_true")
     add_data_dir_option(listing)
     revoke = keys_sub.add_parser("revoke", help="revoke a key on every replica")
-    revoke.add_argument("label")
+    revoke.add_argument("label", help="the key's label, or its id")
     revoke.add_argument("--reason")
 
 
@@ -77,9 +77,9 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str], err: IO[str]
                 )
                 out.write(issued.secret + "\n")
                 return 0
-            services.keys.revoke(args.label, actor, args.reason)
+            label = _revoke(services, args.label, actor, args.reason)
             services.runner.catch_up()
-            out.write(f"revoked {args.label!r}\n")
+            out.write(f"revoked {label!r}\n")
             return 0
         except (DomainError, ValueError) as exc:
             err.write(f"tachograph: {getattr(exc, 'message', exc)}\n")
@@ -95,6 +95,22 @@ def _session(services: Any, typed: str | None) -> str | None:
     services.runner.catch_up()
     known = session_ids_starting(services.store, typed.strip().lower())
     return str(resolve_session(typed, "--session", known))
+
+
+def _revoke(services: Any, typed: str, actor: str, reason: str | None) -> str:
+    """Revoke the key labelled `typed`, or else the one with that id; return its label."""
+    from projections.api_keys import key_label_with_id
+
+    try:
+        services.keys.revoke(typed, actor, reason)
+        return typed
+    except NotFound:
+        services.runner.catch_up()
+        label = key_label_with_id(services.store, typed.strip().lower())
+        if label is None:
+            raise NotFound(f"no key labelled or with id {typed!r}") from None
+    services.keys.revoke(label, actor, reason)
+    return label
 
 
 def _login() -> str:

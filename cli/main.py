@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 # `tachograph hook <runtime>`: relayed by hook_client.command (ingest/runtimes/runtimes.py).
 COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot")
@@ -69,9 +68,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.read_deadlines import with_deadlines
     from infra.logs import configure_logging
+    from projections.log_checkpoints import warn_if_unsigned
 
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
+    warn_if_unsigned(settings.log_signing_key)
     placed = _pin_cpu(settings.serve_cpu)
     app = create_app(settings, long_lived=True, on_started=placed)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
@@ -106,7 +107,9 @@ def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
         return None
     pin_to(cpu)
     logging.getLogger("tachograph").info(
-        "serving on CPU %d, projections on any CPU (TACHOGRAPH_SERVE_CPU=all: no pinning)", cpu
+        "serving on CPU %d, projections on any CPU (TACHOGRAPH_SERVE_CPU=%s; `all` pins nothing)",
+        cpu,
+        setting,
     )
 
     def free_runner(services: Any) -> None:
@@ -124,9 +127,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from bootstrap import build_services, freeze_startup_heap
     from infra.logs import configure_logging
+    from projections.log_checkpoints import warn_if_unsigned
 
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
+    warn_if_unsigned(settings.log_signing_key)
     services = build_services(settings)
     if args.metrics_port is not None:
         from services.process_metrics import ProcessMetrics, serve_metrics
@@ -169,20 +174,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export_session(settings: Any, session_id: UUID, out_path: str | None) -> int:
+def _export_session(settings: Any, typed: str, out_path: str | None) -> int:
     """One session's events with their positions, chain links and stored payloads."""
     from contextlib import ExitStack
 
     from fastapi.encoders import jsonable_encoder
 
     from bootstrap import build_services
+    from cli.cli_values import BadValue, resolve_session
     from domain.strict_json import dumps_readable
+    from projections.sessions import session_ids_starting
     from services.session_export import session_export
 
     services = build_services(settings, reading=True)
     with ExitStack() as stack:
         stack.callback(services.close)
         services.runner.catch_up()  # the chain's read model holds every link exported
+        known = session_ids_starting(services.store, typed.strip().lower())
+        try:
+            session_id = resolve_session(typed, "--session", known)
+        except BadValue as exc:
+            print(f"tachograph export: {exc}", file=sys.stderr)
+            return 2
         records = session_export(services.app, services.store, session_id)
         if not records:
             print(f"session {session_id} has no events", file=sys.stderr)
@@ -296,10 +309,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check configuration, database, hooks, hooks.log and the executor; one line each."""
+    """Check configuration, database, hooks, their failure log and the executor; one line each."""
     from cli.doctor import run_doctor
 
-    return run_doctor(sys.stdout, data_dir=args.data_dir)
+    return run_doctor(sys.stdout, data_dir=args.data_dir, projects=args.projects)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -319,6 +332,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from cli.cli_values import TIME_FORMS
     from cli.log_presence import add_data_dir_option
+    from projections.activity import OUTCOME_WORDS
 
     parser = argparse.ArgumentParser(prog="tachograph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -335,7 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="write the log, or one session's events, as NDJSON")
     export.add_argument("--after", type=int, default=0)
-    export.add_argument("--session", type=UUID, help="only this session's events, with links")
+    export.add_argument(
+        "--session", help="only this session's events, with links: its id or first characters"
+    )
     export.add_argument("--out")
     add_data_dir_option(export)
     export.set_defaults(func=cmd_export)
@@ -348,7 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--session", dest="session_id", help="a session id, or its first characters"
     )
     activity.add_argument(
-        "--outcome", choices=["pass", "deny", "modify", "passed", "allowed", "denied", "modified"]
+        "--outcome",
+        choices=OUTCOME_WORDS,
+        help="the decision, in either column's words (deny or denied, pass or allowed, ...)",
     )
     activity.add_argument("--since", help=f"calls at or after: {TIME_FORMS}")
     activity.add_argument("--until", help=f"calls before: {TIME_FORMS}")
@@ -400,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_keys_parser(sub)
     sub.choices["keys"].set_defaults(func=cmd_keys)
 
-    bench = sub.add_parser("bench", help="benchmarks beside same-run baselines (SPEC §12)")
+    bench = sub.add_parser("bench", help="benchmarks beside same-run baselines")
     bench.add_argument("--store", choices=["sqlite", "postgres"])
     bench.add_argument("--quick", action="store_true", help="short runs (smoke test)")
     bench.add_argument("--out", default="bench-results.json")
@@ -410,6 +428,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     doctor = sub.add_parser("doctor", help="check configuration, database, hooks and executor")
+    doctor.add_argument(
+        "projects",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="project directories to check for installed hooks, besides the home directory, "
+        "the workspace root and the workspaces below it",
+    )
     add_data_dir_option(doctor)
     doctor.set_defaults(func=cmd_doctor)
     return parser

@@ -183,9 +183,12 @@ GEMINI_HOOK_ENV: Final = (
     "TACHOGRAPH_AGENT_TOKEN",
     "TACHOGRAPH_SESSION_ID",
     "TACHOGRAPH_WORKSPACE",
-    "TACHOGRAPH_DATA_DIR",
+    "TACHOGRAPH_HOOK_LOG",
     "TACHOGRAPH_HOOK_TIMEOUT_S",
 )
+# Names earlier releases allowed that the hook client no longer reads (it wrote its log
+# to TACHOGRAPH_DATA_DIR): removed on install and uninstall alike.
+GEMINI_HOOK_ENV_EARLIER: Final = ("TACHOGRAPH_DATA_DIR",)
 
 
 def _gemini_redaction(settings: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
@@ -211,6 +214,7 @@ def allow_gemini_hook_env(settings: dict[str, Any]) -> None:
         return
     allowed = redaction.setdefault("allowed", [])
     if isinstance(allowed, list):
+        allowed[:] = [name for name in allowed if name not in GEMINI_HOOK_ENV_EARLIER]
         allowed.extend(name for name in GEMINI_HOOK_ENV if name not in allowed)
 
 
@@ -220,7 +224,8 @@ def disallow_gemini_hook_env(settings: dict[str, Any]) -> bool:
     allowed = redaction.get("allowed") if redaction is not None else None
     if redaction is None or not isinstance(allowed, list):
         return False
-    kept = [name for name in allowed if name not in GEMINI_HOOK_ENV]
+    ours = (*GEMINI_HOOK_ENV, *GEMINI_HOOK_ENV_EARLIER)
+    kept = [name for name in allowed if name not in ours]
     if len(kept) == len(allowed):
         return False
     if kept:

@@ -6,7 +6,7 @@ of every tool call. So it imports little: the C socket module on the way to an
 only for an answer that decides something or a failure; urllib for an `https://` URL, a
 runtime adapter for a fail-closed answer, and the log, only when needed. It never
 breaks the agent: any delivery failure exits 0, prints nothing (or a deny for gate events
-when fail-closed) and logs one line.
+when fail-closed) and notes one line in the user's failure log (`hook_log_path`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,16 @@ if TYPE_CHECKING:
     from typing import IO, Any, Final
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
-DEFAULT_DATA_DIR: Final = "./data"
 DEFAULT_TIMEOUT_S: Final = 10.0
+# Failed deliveries are noted in one per-user file, never in the agent's working directory
+# (a project's repository): TACHOGRAPH_HOOK_LOG, else $XDG_STATE_HOME/tachograph/hooks.log.
+LOG_ENV: Final = "TACHOGRAPH_HOOK_LOG"
 LOG_FILE_NAME: Final = "hooks.log"
+# A log past this size is moved aside (to `hooks.log.1`) before the next failure is noted.
+LOG_ROTATE_BYTES: Final = 1024 * 1024
+# The line noted after failures when a delivery gets through again (`tachograph doctor`
+# counts the failures since the last one).
+SUCCESS_MARK: Final = b'"ok": true}'
 MAX_ANSWER_BYTES: Final = 1024 * 1024
 FAIL_CLOSED_REASON: Final = (
     "Tachograph could not be reached and this hook is fail-closed, so the action is denied."
@@ -96,6 +103,7 @@ def run_command_hook(
             _print(stdout, fallback)
         return 0
     _write(stdout, answer)
+    _note_success(env)
     return 0
 
 
@@ -374,21 +382,65 @@ def _fail_closed_answer(name: str, event: str | None, payload: Mapping[str, Any]
     return answer
 
 
-def _log_failure(env: Mapping[str, str], event: str | None, error: str) -> None:
-    """Append one JSON line to hooks.log in the data dir; a broken log is ignored too."""
-    import json
-    import time
+def hook_log_path(env: Mapping[str, str]) -> str:
+    """The failure log: TACHOGRAPH_HOOK_LOG, else `$XDG_STATE_HOME/tachograph/hooks.log`
+    (`~/.local/state/...` when that is unset). A relative path in either is ignored: it
+    would put the log in the agent's working directory, the user's repository."""
+    explicit = env.get(LOG_ENV) or ""
+    if os.path.isabs(explicit):
+        return explicit
+    state = env.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(state):  # the XDG spec: a relative value is invalid
+        home = env.get("HOME") or os.path.expanduser("~")
+        state = os.path.join(home, ".local", "state")
+    return os.path.join(state, "tachograph", LOG_FILE_NAME)
 
-    now = time.time()
-    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
-    line = json.dumps({"at": at, "event": event, "error": error}) + "\n"
+
+def _log_failure(env: Mapping[str, str], event: str | None, error: str) -> None:
+    """Append one JSON line to the failure log; a broken log is ignored too."""
+    import json
+
+    line = json.dumps({"at": _now_iso(), "event": event, "error": error}) + "\n"
+    path = hook_log_path(env)
     try:
-        data_dir = env.get("TACHOGRAPH_DATA_DIR") or DEFAULT_DATA_DIR
-        os.makedirs(data_dir, exist_ok=True)
-        with open(os.path.join(data_dir, LOG_FILE_NAME), "a", encoding="utf-8") as log:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            too_big = os.path.getsize(path) > LOG_ROTATE_BYTES
+        except FileNotFoundError:
+            too_big = False
+        if too_big:
+            os.replace(path, path + ".1")
+        with open(path, "a", encoding="utf-8") as log:
             log.write(line)
     except OSError:
         pass
+
+
+def _note_success(env: Mapping[str, str]) -> None:
+    """After logged failures, note once that a delivery got through again.
+
+    The usual case costs one failed open: no log, nothing ever failed. With a log, only
+    its last line is read, and a success line is appended when that was a failure.
+    """
+    path = hook_log_path(env)
+    try:
+        with open(path, "rb") as log:
+            size = log.seek(0, 2)
+            log.seek(max(0, size - 512))
+            last = log.read().rstrip()
+        if not last or last.endswith(SUCCESS_MARK):
+            return
+        with open(path, "a", encoding="utf-8") as log:
+            log.write('{"at": "' + _now_iso() + '", ' + SUCCESS_MARK.decode() + "\n")
+    except OSError:
+        pass
+
+
+def _now_iso() -> str:
+    import time
+
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def _describe(exc: BaseException) -> str:

@@ -112,6 +112,8 @@ def configure_logging(level: str = "INFO", secrets: Iterable[str | None] = ()) -
         logger = logging.getLogger(name)
         logger.handlers[:] = []
         logger.propagate = True
-    # Libraries chatty at INFO about every outbound call, job run or job added at start-up.
+    # Libraries chatty at INFO about every outbound call, job run or job added at start-up
+    # ("Adding job tentatively"): their warnings always, the rest only when debugging.
+    quiet = logging.DEBUG if root.level <= logging.DEBUG else max(logging.WARNING, root.level)
     for name in ("httpx", "httpcore", "apscheduler.executors.default", "apscheduler.scheduler"):
-        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+        logging.getLogger(name).setLevel(quiet)

@@ -13,7 +13,7 @@ substring of three characters or more is found without reading every row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from domain.hook_config import TOOL_EVENTS
 from projections import deleted_sessions, recorded_clock
@@ -199,6 +199,20 @@ class ActivityProjection(Projection):
 # Searching
 
 
+# The one vocabulary a search takes for a decision, over the API and the CLI alike: the
+# decision column's words and the status column's (a denied call's status reads "denied").
+OUTCOME = Literal["pass", "deny", "modify", "passed", "allowed", "denied", "modified"]
+OUTCOME_WORDS: dict[str, str] = {
+    "pass": "pass",
+    "deny": "deny",
+    "modify": "modify",
+    "passed": "pass",
+    "allowed": "pass",
+    "denied": "deny",
+    "modified": "modify",
+}
+
+
 @dataclass(frozen=True)
 class ActivityQuery:
     """Filters of `GET /api/activity`; None means any. `since` and `until` bound
@@ -223,7 +237,7 @@ def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, 
         ("a.tool", q.tool),
         ("a.workspace_id", q.workspace_id),
         ("a.session_id", q.session_id),
-        ("a.decision", q.outcome),
+        ("a.decision", OUTCOME_WORDS.get(q.outcome, q.outcome) if q.outcome else None),
     ):
         if value is not None:
             where.append(f"{column} = ?")

@@ -87,6 +87,12 @@ def get_key(store: ReadStore, label: str) -> dict[str, Any] | None:
     return key_row(row) if row else None
 
 
+def key_label_with_id(store: ReadStore, key_id: str) -> str | None:
+    """The label of the credential whose aggregate id this is (as the log names it)."""
+    row = store.query_one("SELECT label FROM rm_api_keys WHERE aggregate_id = ?", (key_id,))
+    return str(row["label"]) if row else None
+
+
 def key_row(r: dict[str, Any]) -> dict[str, Any]:
     binding = json.loads(r["binding"])
     return {

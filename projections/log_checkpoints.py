@@ -154,6 +154,8 @@ def _now() -> str:
 
 def insert_checkpoint(cur: Cursor, checkpoint: Checkpoint) -> None:
     """Append to the ledger; an existing checkpoint for that seq is never replaced."""
+    if checkpoint.signature is None:
+        warn_if_unsigned(None)
     cur.execute(
         f"INSERT INTO {CHECKPOINTS_TABLE} (seq, position, link, kind, key_id, signature, "
         "recorded_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (seq) DO NOTHING",
@@ -172,18 +174,24 @@ def insert_checkpoint(cur: Cursor, checkpoint: Checkpoint) -> None:
 _warned_unsigned: list[bool] = []
 
 
+def warn_if_unsigned(key: str | None) -> None:
+    """Warn, once per process, that checkpoints are recorded unsigned. `serve` and
+    `worker` call it at start-up (recording checkpoints is their job); any other command
+    meets it only if it records an unsigned checkpoint itself (`insert_checkpoint`)."""
+    if key is None and not _warned_unsigned:
+        _warned_unsigned.append(True)
+        log.warning(
+            "TACHOGRAPH_LOG_SIGNING_KEY is unset: log checkpoints are recorded "
+            "unsigned, so they prove nothing against someone who can rewrite the "
+            "database; set it (kept outside the database) in every process"
+        )
+
+
 def attach_signing_key(projections: Iterable[Projection], key: str | None) -> None:
     """Give the live chain projection the key its checkpoints are signed with."""
     for projection in projections:
         if isinstance(projection, LogChainProjection):
             projection.signing_key = key
-            if key is None and projection.records_checkpoints and not _warned_unsigned:
-                _warned_unsigned.append(True)  # once per process, however many builds
-                log.warning(
-                    "TACHOGRAPH_LOG_SIGNING_KEY is unset: log checkpoints are recorded "
-                    "unsigned, so they prove nothing against someone who can rewrite the "
-                    "database; set it (kept outside the database) in every process"
-                )
 
 
 def _checkpoint(row: dict[str, Any]) -> Checkpoint:

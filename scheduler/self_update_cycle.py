@@ -360,7 +360,7 @@ class SelfUpdateAttempt:
                 "HOME": str(home),
                 "TMPDIR": str(tmp),
                 # Where the command hook notes delivery failures: never the clone.
-                "TACHOGRAPH_DATA_DIR": str(self.base / "hooks"),
+                "TACHOGRAPH_HOOK_LOG": str(self.base / "hooks" / "hooks.log"),
                 "TACHOGRAPH_TASK_ID": str(self.claim.task_id),
                 "TACHOGRAPH_TURN_ID": self.claim.turn_id,
                 "TACHOGRAPH_SESSION_ID": str(self.claim.session_id),

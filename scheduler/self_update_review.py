@@ -91,7 +91,11 @@ class ReviewArea:
         """The implementer's environment without anything pointing into its directories,
         and the reviewer's own HOME, TMPDIR and hook log directory."""
         env = {k: v for k, v in implementer.items() if not _inside(v, attempt_dir)}
-        env.update(HOME=str(self.home), TMPDIR=str(self.tmp), TACHOGRAPH_DATA_DIR=str(self.hooks))
+        env.update(
+            HOME=str(self.home),
+            TMPDIR=str(self.tmp),
+            TACHOGRAPH_HOOK_LOG=str(self.hooks / "hooks.log"),
+        )
         return env
 
 

@@ -26,6 +26,8 @@ def env_for(settings: Settings) -> dict[str, str]:
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "TACHOGRAPH_DATA_DIR": str(settings.data_dir),
         "TACHOGRAPH_WORKSPACE_ROOT": str(settings.workspace_root),
+        # A hook run by the child notes its failures here, never in the user's own log.
+        "TACHOGRAPH_HOOK_LOG": str(settings.data_dir / "hooks.log"),
     }
     if settings.database_url is not None:
         env["TACHOGRAPH_DATABASE_URL"] = PG_URL

@@ -101,6 +101,8 @@ def test_search_by_text_tool_workspace_session_and_decision(
         "git status",
     ]
     assert search(client, at, outcome="deny")["items"] == []
+    # One vocabulary with the CLI: the status column's words name the same decisions.
+    assert search(client, at, outcome="allowed") == search(client, at, outcome="pass")
     assert (
         search(client, at, contains="push", workspaceId="default", tool="Bash")["items"][0][
             "summary"

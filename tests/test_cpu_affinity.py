@@ -75,6 +75,9 @@ def test_serve_runs_its_threads_where_the_setting_says(
             # the CPU; the projection runner alone was let go again.
             assert placed.count(everywhere) == 1
             assert placed.count(str(cpu)) == len(placed) - 1
+            # The start-up line names the setting as it is, not the one that turns it off.
+            assert f"serving on CPU {cpu}, projections on any CPU" in server.output()
+            assert f"(TACHOGRAPH_SERVE_CPU={setting}; `all` pins nothing)" in server.output()
     finally:
         server.kill()
 

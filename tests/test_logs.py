@@ -126,8 +126,9 @@ def test_serve_logs_json_lines_with_request_ids_and_no_prompts_or_keys(
     output = server.output()
     entries = [json.loads(line) for line in output.splitlines() if line.strip()]
     access = [e for e in entries if e["logger"] == "tachograph.access"]
-    # Start-up at info is a few lines: not one per scheduled job.
+    # Start-up at info is a few lines: not one per scheduled job; the signing-key warning once.
     assert not [e for e in entries if e["logger"].startswith("apscheduler")], entries[:5]
+    assert sum("TACHOGRAPH_LOG_SIGNING_KEY is unset" in e["message"] for e in entries) == 1
     by_id = {e.get("request_id"): e for e in access}
     assert by_id["rq-1"]["route"] == "/api/sessions" and by_id["rq-1"]["status"] == 201
     assert by_id["rq-2"]["route"] == "/api/sessions/{session_id}/events"

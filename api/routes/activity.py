@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query
@@ -11,7 +11,7 @@ from pydantic import AfterValidator
 
 from api.deps import Consistent, ServicesDep
 from api.input_limits import MAX_POSITION, StrictJSONRoute
-from projections.activity import ActivityQuery, search_activity
+from projections.activity import OUTCOME, ActivityQuery, search_activity
 from projections.base import iso
 
 router = APIRouter(prefix="/api", tags=["activity"], route_class=StrictJSONRoute)
@@ -41,7 +41,7 @@ def activity(
     contains: Text | None = None,
     workspaceId: Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = None,
     sessionId: UUID | None = None,
-    outcome: Literal["pass", "deny", "modify"] | None = None,
+    outcome: OUTCOME | None = None,
     since: Time | None = None,
     until: Time | None = None,
     before: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,

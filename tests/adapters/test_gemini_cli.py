@@ -401,7 +401,10 @@ def test_the_route_stores_model_events_when_configured(gemini_client: TestClient
 
 
 def test_the_command_hook_fails_closed_in_gemini_format(tmp_path: Path) -> None:
-    env = {"TACHOGRAPH_URL": "http://127.0.0.1:9", "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {
+        "TACHOGRAPH_URL": "http://127.0.0.1:9",
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
+    }
 
     def relay(name: str, event: str) -> str:
         out = io.StringIO()

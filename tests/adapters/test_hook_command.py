@@ -144,7 +144,7 @@ def test_success_prints_the_server_answer_and_logs_nothing(
         "TACHOGRAPH_AGENT_TOKEN": "k-123",
         "TACHOGRAPH_SESSION_ID": "0b7e0d1c-0000-4000-8000-000000000001",
         "TACHOGRAPH_WORKSPACE": "demo",
-        "TACHOGRAPH_DATA_DIR": str(tmp_path),
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
     }
 
     code, out = run_hook("PreToolUse", PRE_TOOL_USE, env)
@@ -221,7 +221,10 @@ def test_server_error_exits_zero_silently_and_logs_one_line(
 ) -> None:
     tachograph.status = 500
     tachograph.body = b'{"error": "internal"}'
-    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path / "d")}
+    env = {
+        "TACHOGRAPH_URL": tachograph.url,
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "d" / "hooks.log"),
+    }
 
     code, out = run_hook(None, PRE_TOOL_USE, env)
 
@@ -234,7 +237,7 @@ def test_server_error_exits_zero_silently_and_logs_one_line(
 
 
 def test_connection_refused_exits_zero_silently(closed_port_url: str, tmp_path: Path) -> None:
-    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")}
 
     code, out = run_hook(None, PRE_TOOL_USE, env)
 
@@ -249,7 +252,7 @@ def test_timeout_is_bounded_and_exits_zero_silently(
     tachograph.hold = True
     env = {
         "TACHOGRAPH_URL": tachograph.url,
-        "TACHOGRAPH_DATA_DIR": str(tmp_path),
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
         "TACHOGRAPH_HOOK_TIMEOUT_S": "0.2",
     }
 
@@ -265,7 +268,7 @@ def test_unusable_answer_exits_zero_silently(
     tachograph: FakeTachograph, tmp_path: Path, body: bytes
 ) -> None:
     tachograph.body = body
-    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")}
 
     assert run_hook(None, PRE_TOOL_USE, env) == (0, "")
     assert len(log_lines(tmp_path)) == 1
@@ -274,7 +277,7 @@ def test_unusable_answer_exits_zero_silently(
 def test_redirect_is_not_followed(tachograph: FakeTachograph, tmp_path: Path) -> None:
     tachograph.status = 307
     tachograph.extra_headers = {"location": "http://127.0.0.1:1/steal"}
-    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")}
 
     assert run_hook(None, PRE_TOOL_USE, env) == (0, "")
     assert len(tachograph.requests) == 1
@@ -289,7 +292,10 @@ def test_unusable_timeout_setting_falls_back_to_the_default(tachograph: FakeTach
 
 @pytest.mark.parametrize("stdin", ["", "{not json", "[]", '"PreToolUse"'])
 def test_unreadable_stdin_never_breaks_the_agent(tmp_path: Path, stdin: str) -> None:
-    env = {"TACHOGRAPH_URL": "http://127.0.0.1:9", "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {
+        "TACHOGRAPH_URL": "http://127.0.0.1:9",
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
+    }
 
     assert run_hook("UserPromptSubmit", stdin, env) == (0, "")
     [line] = log_lines(tmp_path)
@@ -298,7 +304,7 @@ def test_unreadable_stdin_never_breaks_the_agent(tmp_path: Path, stdin: str) -> 
 
 
 def test_fail_closed_denies_a_gate_event(closed_port_url: str, tmp_path: Path) -> None:
-    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")}
 
     code, out = run_hook(None, PRE_TOOL_USE, env, fail_closed=True)
 
@@ -314,7 +320,10 @@ def test_fail_closed_denies_a_gate_event(closed_port_url: str, tmp_path: Path) -
 
 
 def test_fail_closed_blocks_a_prompt_even_when_stdin_is_broken(tmp_path: Path) -> None:
-    env = {"TACHOGRAPH_URL": "http://127.0.0.1:9", "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {
+        "TACHOGRAPH_URL": "http://127.0.0.1:9",
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
+    }
 
     code, out = run_hook("UserPromptSubmit", "{oops", env, fail_closed=True)
 
@@ -323,7 +332,7 @@ def test_fail_closed_blocks_a_prompt_even_when_stdin_is_broken(tmp_path: Path) -
 
 
 def test_fail_closed_keeps_observational_events_open(closed_port_url: str, tmp_path: Path) -> None:
-    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")}
     payload = {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_use_id": "t"}
 
     assert run_hook(None, payload, env, fail_closed=True) == (0, "")
@@ -332,7 +341,7 @@ def test_fail_closed_keeps_observational_events_open(closed_port_url: str, tmp_p
 def test_fail_closed_stop_blocks_once_then_lets_claude_stop(
     closed_port_url: str, tmp_path: Path
 ) -> None:
-    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")}
     stop = {"session_id": "s1", "hook_event_name": "Stop", "stop_hook_active": False}
 
     _, first = run_hook(None, stop, env, fail_closed=True)
@@ -343,20 +352,32 @@ def test_fail_closed_stop_blocks_once_then_lets_claude_stop(
     assert len(log_lines(tmp_path)) == 2
 
 
-def test_log_goes_to_data_under_the_working_directory_by_default(
+def test_log_goes_to_the_users_state_directory_never_the_working_directory(
     closed_port_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    monkeypatch.chdir(project)
 
-    run_hook(None, PRE_TOOL_USE, {"TACHOGRAPH_URL": closed_port_url})
+    run_hook(None, PRE_TOOL_USE, {"TACHOGRAPH_URL": closed_port_url, "HOME": str(home)})
+    state = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(home)}
+    run_hook(None, PRE_TOOL_USE, {"TACHOGRAPH_URL": closed_port_url, **state})
+    # A relative setting would put the log in the project: it is ignored.
+    relative = {"TACHOGRAPH_HOOK_LOG": "data/hooks.log", "XDG_STATE_HOME": "state"}
+    run_hook(None, PRE_TOOL_USE, {"TACHOGRAPH_URL": closed_port_url, "HOME": str(home), **relative})
 
-    assert len(log_lines(tmp_path / "data")) == 1
+    assert len(log_lines(home / ".local" / "state" / "tachograph")) == 2
+    assert len(log_lines(tmp_path / "state" / "tachograph")) == 1
+    assert list(project.iterdir()) == []
 
 
 def test_unwritable_log_still_never_breaks_the_agent(closed_port_url: str, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory", encoding="utf-8")
-    env = {"TACHOGRAPH_URL": closed_port_url, "TACHOGRAPH_DATA_DIR": str(blocker / "data")}
+    env = {
+        "TACHOGRAPH_URL": closed_port_url,
+        "TACHOGRAPH_HOOK_LOG": str(blocker / "data" / "hooks.log"),
+    }
 
     assert run_hook(None, PRE_TOOL_USE, env) == (0, "")
 
@@ -374,7 +395,7 @@ def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path
     env = {
         "PATH": "",
         "TACHOGRAPH_URL": tachograph.url,
-        "TACHOGRAPH_DATA_DIR": str(tmp_path),
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
         "TACHOGRAPH_AGENT_TOKEN": "agent-token",
         "PYTHONPATH": str(REPO_ROOT),
     }
@@ -405,7 +426,7 @@ def test_a_pass_is_relayed_without_decoding_json(
         input=json.dumps(PRE_TOOL_USE),
         capture_output=True,
         text=True,
-        env={"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path)},
+        env={"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log")},
         cwd=tmp_path,
         timeout=30,
         check=False,
@@ -444,7 +465,11 @@ def test_a_closing_hook_returns_before_its_delivery_is_answered(
     # delivery to a detached child and return at once, without waiting for the server.
     tachograph.hold = True
     payload = {"session_id": "s-1", "hook_event_name": event, "reason": "other"}
-    env = {"PATH": "", "TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_DATA_DIR": str(tmp_path)}
+    env = {
+        "PATH": "",
+        "TACHOGRAPH_URL": tachograph.url,
+        "TACHOGRAPH_HOOK_LOG": str(tmp_path / "hooks.log"),
+    }
     hook = subprocess.run(
         [sys.executable, "-S", str(REPO_ROOT / "hook_client" / "command.py"), "claude", event],
         input=json.dumps(payload),

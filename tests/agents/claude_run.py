@@ -175,7 +175,7 @@ def run_claude(
         # No TACHOGRAPH_URL: the installed entries must pin the server they reach. The
         # agent's one Tachograph credential is its narrow token, never the admin key.
         "TACHOGRAPH_AGENT_TOKEN": token,
-        "TACHOGRAPH_DATA_DIR": str(work / name / "hook-client"),  # the hook client's hooks.log
+        "TACHOGRAPH_HOOK_LOG": str(work / name / "hook-client" / "hooks.log"),
     }
     argv = [claude, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
     before = len(api.requests)

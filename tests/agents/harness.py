@@ -176,12 +176,12 @@ def install_hooks(runtime: str, home: Path, url: str, *flags: str) -> None:
 
 def agent_env(work: Path, **extra: str) -> dict[str, str]:
     """What every CLI gets: a PATH, a HOME of its own, no colours, and the hook client's
-    data dir (so that its hooks.log is the run's)."""
+    failure log (the run's own)."""
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(work / "home"),
         "NO_COLOR": "1",
-        "TACHOGRAPH_DATA_DIR": str(work / "hook-client"),
+        "TACHOGRAPH_HOOK_LOG": str(work / "hook-client" / "hooks.log"),
         **extra,
     }
 
@@ -287,6 +287,8 @@ def verify(work: Path, api_key: str | None = None) -> None:
 
 
 def hook_failures(work: Path) -> list[str]:
-    """The events whose command hook could not reach Tachograph, in order."""
+    """The events whose command hook could not reach Tachograph, in order (a line marking a
+    delivery that got through again names no event)."""
     log = work / "hook-client" / "hooks.log"
-    return [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    return [entry["event"] for entry in entries if not entry.get("ok")]

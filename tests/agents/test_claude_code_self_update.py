@@ -65,7 +65,7 @@ OFFLINE = {
 # Tachograph's own variables in a cycle's environment (no API key, no database URL).
 TACHOGRAPH_ENV = {
     "TACHOGRAPH_AGENT_TOKEN",
-    "TACHOGRAPH_DATA_DIR",
+    "TACHOGRAPH_HOOK_LOG",
     "TACHOGRAPH_SESSION_ID",
     "TACHOGRAPH_TASK_ID",
     "TACHOGRAPH_TURN_ID",

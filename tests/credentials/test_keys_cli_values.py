@@ -18,7 +18,7 @@ def keys(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 def test_errors_name_what_was_typed(client: TestClient, settings: Settings) -> None:
     revoked = keys(settings, "revoke", "nobody")
     assert revoked.returncode == 1
-    assert revoked.stderr.splitlines()[-1] == "tachograph: No key is labelled 'nobody'."
+    assert revoked.stderr.splitlines()[-1] == "tachograph: no key labelled or with id 'nobody'"
     bad = keys(settings, "issue", "--role", "agent", "--session", "not-a-uuid")
     assert bad.returncode == 1
     assert "--session 'not-a-uuid' is not a session id" in bad.stderr
