@@ -73,7 +73,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
     placed = _pin_cpu(settings.serve_cpu)
-    app = create_app(settings, long_lived=True, on_started=placed)
+    from cli.startup_errors import naming_the_setting
+
+    with naming_the_setting(settings):
+        app = create_app(settings, long_lived=True, on_started=placed)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -127,7 +130,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
-    services = build_services(settings)
+    from cli.startup_errors import naming_the_setting
+
+    with naming_the_setting(settings):
+        services = build_services(settings)
     if args.metrics_port is not None:
         from api.metrics import ProcessMetrics, serve_metrics
 

@@ -187,3 +187,38 @@ def test_a_command_that_reads_the_log_refuses_a_bad_setting_the_same_way(tmp_pat
         "tachograph: configuration error: TACHOGRAPH_URL: "
         "expected an http:// or https:// URL, got 'localhost:8000'"
     ]
+
+
+def refused_start(env: dict[str, str], command: str) -> list[str]:
+    result = run_cli(env, command, *(["--port", "0"] if command == "serve" else []))
+    assert result.returncode == 2, result.stderr
+    return [line for line in result.stderr.splitlines() if not line.startswith("{")]
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_a_directory_setting_naming_a_file_is_refused_naming_the_setting(
+    tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    for name, other in (
+        ("TACHOGRAPH_DATA_DIR", "TACHOGRAPH_WORKSPACE_ROOT"),
+        ("TACHOGRAPH_WORKSPACE_ROOT", "TACHOGRAPH_DATA_DIR"),
+    ):
+        env = {name: str(tmp_path / "a-file"), other: str(tmp_path / "elsewhere")}
+        assert refused_start(env, command) == [
+            f"tachograph: configuration error: {name}: cannot use {tmp_path / 'a-file'} "
+            "as a directory (it is not a directory)"
+        ]
+
+
+def test_a_database_that_cannot_be_reached_names_the_setting(tmp_path: Path) -> None:
+    env = {
+        "TACHOGRAPH_DATABASE_URL": "postgresql://someone:pw@127.0.0.1:1/nowhere",
+        "TACHOGRAPH_WORKSPACE_ROOT": str(tmp_path / "workspace"),
+    }
+    (line,) = refused_start(env, "serve")
+    assert line.startswith(
+        "tachograph: configuration error: TACHOGRAPH_DATABASE_URL: "
+        "cannot reach the database nowhere at 127.0.0.1:1 ("
+    )
+    assert "pw" not in line.replace("nowhere", "")
