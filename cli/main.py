@@ -60,6 +60,23 @@ def _secrets_of(settings: Any) -> list[str | None]:
     ]
 
 
+def _startup_errors_named(
+    command: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """A data directory, workspace root or database a setting names but the command cannot
+    use ends it with one line naming the setting (cli/startup_errors.py)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from cli.startup_errors import naming_the_setting
+
+        with naming_the_setting():
+            return command(args)
+
+    run.__doc__ = command.__doc__
+    return run
+
+
+@_startup_errors_named
 def cmd_serve(args: argparse.Namespace) -> int:
     """API, projections and scheduler in one process."""
     import signal
@@ -73,10 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
     placed = _pin_cpu(settings.serve_cpu)
-    from cli.startup_errors import naming_the_setting
-
-    with naming_the_setting(settings):
-        app = create_app(settings, long_lived=True, on_started=placed)
+    app = create_app(settings, long_lived=True, on_started=placed)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -120,6 +134,7 @@ def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
     return free_runner
 
 
+@_startup_errors_named
 def cmd_worker(args: argparse.Namespace) -> int:
     """Projections and scheduler without HTTP, until SIGTERM or SIGINT."""
     import signal
@@ -130,10 +145,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
-    from cli.startup_errors import naming_the_setting
-
-    with naming_the_setting(settings):
-        services = build_services(settings)
+    services = build_services(settings)
     if args.metrics_port is not None:
         from api.metrics import ProcessMetrics, serve_metrics
 

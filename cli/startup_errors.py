@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from infra.settings import Settings
+from infra.settings import Settings, SettingsError
 
 
 def _within(path: str | None, root: Path) -> bool:
@@ -28,11 +28,20 @@ def _refuse(message: str) -> None:
 
 
 @contextmanager
-def naming_the_setting(settings: Settings) -> Iterator[None]:
-    """Turn a failure to open what a setting names into one line naming the setting."""
+def naming_the_setting() -> Iterator[None]:
+    """Turn a failure to open what a setting names into one line naming the setting.
+
+    The settings are read here, before the command removes its secrets from the
+    environment; malformed ones are left for the command to report.
+    """
     import psycopg
     from eventsourcing.persistence import OperationalError
 
+    try:
+        settings = Settings.from_env()
+    except SettingsError:
+        yield
+        return
     try:
         yield
     except (psycopg.OperationalError, OperationalError) as exc:
