@@ -59,6 +59,23 @@ def _secrets_of(settings: Any) -> list[str | None]:
     ]
 
 
+def _startup_errors_named(
+    command: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """A data directory, workspace root or database a setting names but the command cannot
+    use ends it with one line naming the setting (cli/startup_errors.py)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from cli.startup_errors import naming_the_setting
+
+        with naming_the_setting():
+            return command(args)
+
+    run.__doc__ = command.__doc__
+    return run
+
+
+@_startup_errors_named
 def cmd_serve(args: argparse.Namespace) -> int:
     """API, projections and scheduler in one process."""
     import signal
@@ -120,6 +137,7 @@ def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
     return free_runner
 
 
+@_startup_errors_named
 def cmd_worker(args: argparse.Namespace) -> int:
     """Projections and scheduler without HTTP, until SIGTERM or SIGINT."""
     import signal

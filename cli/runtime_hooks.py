@@ -1,6 +1,6 @@
 """`tachograph hook install|uninstall <runtime> <dir>` for the command-hook runtimes (§6.5).
 
-Each runtime reads its hooks from its own file (fixtures/SOURCES.md): Codex from
+Each runtime reads its hooks from its own file (tests/fixtures/SOURCES.md): Codex from
 `$CODEX_HOME/hooks.json` (`<dir>/.codex/hooks.json` for a home `<dir>`), Gemini CLI from
 `.gemini/settings.json` of a home or a project. Tachograph's entries are merged beside the
 user's, one per event, replacing its own from an earlier install; `uninstall` removes

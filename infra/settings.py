@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -182,6 +183,9 @@ class Settings:
             raise SettingsError(
                 f"{notify_secret}: named by TACHOGRAPH_APPROVAL_NOTIFY_SECRET_ENV but not set"
             )
+        coder_secret = get.secret("TACHOGRAPH_CODER_HOOK_SECRET", min_bytes=32)
+        coder_url = get.http_url("TACHOGRAPH_CODER_HOOK_URL")
+        _check_pair(env, "TACHOGRAPH_CODER_HOOK_SECRET", "TACHOGRAPH_CODER_HOOK_URL")
         reflector = get.text("TACHOGRAPH_REFLECTOR") or "rules"
         sandbox = get.choice("TACHOGRAPH_SELF_UPDATE_SANDBOX", SANDBOX_MODES, "auto").lower()
         try:
@@ -231,8 +235,8 @@ class Settings:
             task_poll_interval_s=get.number("TACHOGRAPH_TASK_POLL_S", 1, 0.05, 60, float),
             timezone=get.timezone("TACHOGRAPH_TIMEZONE"),
             no_signal_grace_s=get.number("TACHOGRAPH_NO_SIGNAL_GRACE_S", 120, 0, 86400, float),
-            coder_hook_secret=get.secret("TACHOGRAPH_CODER_HOOK_SECRET", min_bytes=32),
-            coder_hook_url=get.text("TACHOGRAPH_CODER_HOOK_URL"),
+            coder_hook_secret=coder_secret,
+            coder_hook_url=coder_url,
             coder_hook_issuer=get.text("TACHOGRAPH_CODER_HOOK_ISSUER"),
             coder_hook_timeout_ms=int(
                 get.number("TACHOGRAPH_CODER_HOOK_TIMEOUT_MS", 1500, 100, 60000, int)
@@ -245,7 +249,7 @@ class Settings:
                 "TACHOGRAPH_SELF_UPDATE_IDLE_S", 15, 0.05, 3600, float
             ),
             self_update_cron=get.cron("TACHOGRAPH_SELF_UPDATE_CRON", "0 * * * *"),
-            self_update_env=tuple(get.csv("TACHOGRAPH_SELF_UPDATE_ENV")),
+            self_update_env=get.variable_names("TACHOGRAPH_SELF_UPDATE_ENV"),
             self_update_review=get.choice(
                 "TACHOGRAPH_SELF_UPDATE_REVIEW", ("agent", "operator"), "agent"
             ).lower(),
@@ -258,7 +262,7 @@ class Settings:
             self_update_sandbox=SANDBOX_ALIASES.get(sandbox, sandbox),
             self_update_forward=get.ports("TACHOGRAPH_SELF_UPDATE_FORWARD"),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
-            url=get.text("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
+            url=get.http_url("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
             log_level=get.choice(
                 "TACHOGRAPH_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
             ),
@@ -270,6 +274,17 @@ class Settings:
             http_body_timeout_s=get.number("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", 30, 0.1, 3600, float),
             secrets=secrets,
         )
+
+
+def _check_pair(env: Mapping[str, str], first: str, second: str) -> None:
+    """Two settings that only work together: one without the other is a mistake, not off."""
+    present = [name for name in (first, second) if (env.get(name) or "").strip()]
+    if len(present) == 1:
+        missing = second if present == [first] else first
+        raise SettingsError(f"{missing}: must be set too, since {present[0]} is set")
+
+
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Reader:
@@ -285,6 +300,26 @@ class _Reader:
     def csv(self, name: str, default: str = "") -> list[str]:
         raw = self.env.get(name, default)
         return [part.strip() for part in raw.split(",") if part.strip()]
+
+    def variable_names(self, name: str) -> tuple[str, ...]:
+        names = self.csv(name)
+        for part in names:
+            if not _VARIABLE_NAME.match(part):
+                raise SettingsError(f"{name}: expected variable names, got {part!r}")
+        return tuple(names)
+
+    def http_url(self, name: str) -> str | None:
+        raw = self.text(name)
+        if raw is None:
+            return None
+        try:
+            parts = urlsplit(raw)
+            parts.port  # noqa: B018 - reading the port validates it
+        except ValueError:
+            raise SettingsError(f"{name}: not a valid URL, got {raw!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SettingsError(f"{name}: expected an http:// or https:// URL, got {raw!r}")
+        return raw
 
     def ports(self, name: str) -> tuple[int, ...]:
         ports = []

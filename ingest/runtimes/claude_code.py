@@ -20,7 +20,7 @@ AGENT: Final = "claude-code"
 
 NORMALISED_EVENTS: Final = lifecycle_events.NORMALISED_EVENTS
 
-# Events Claude Code 2.1.328 also fires (fixtures/SOURCES.md): PermissionRequest, its
+# Events Claude Code 2.1.328 also fires (tests/fixtures/SOURCES.md): PermissionRequest, its
 # permission dialog, and PostToolBatch and MessageDisplay, which only report. Their
 # handlers are observational (§6.5); `hook install claude` registers them beside the
 # normalised set so the log holds them, and so a fail-closed install can gate the dialog.

@@ -4,7 +4,7 @@ Codex's hook answers (§6.5).
 Codex's hooks (`$CODEX_HOME/hooks.json`) follow Claude Code's: the same event names,
 the same snake_case payload fields (plus Codex's own `turn_id`), and the same answer
 shapes (`hookSpecificOutput.permissionDecision` with `updatedInput`, `decision: "block"`),
-as verified against the 0.169.0 binary (fixtures/SOURCES.md). Two differences: its shell
+as verified against the 0.169.0 binary (tests/fixtures/SOURCES.md). Two differences: its shell
 tool reaches hooks as `Bash` (`exec_command`'s `cmd` as `tool_input.command`), and
 `apply_patch` carries the patch in `tool_input.command`; Tachograph records the latter as
 a file-change call, `{"patch", "file_paths"}`, and sends a rewrite back in Codex's field.

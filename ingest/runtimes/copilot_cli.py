@@ -4,7 +4,7 @@ to Copilot's hook answers (§6.5).
 Copilot reads hooks from `$COPILOT_HOME/hooks/*.json` (`{"version": 1, "hooks": {...}}`),
 as command hooks (`tachograph hook copilot <event>`) or native HTTP hooks
 (`POST /hooks/copilot/<event>`). Two payload families reach them, chosen by the name the
-hook is registered under (fixtures/copilot/, SOURCES.md):
+hook is registered under (tests/fixtures/copilot/, tests/fixtures/SOURCES.md):
 
 - camelCase names (`preToolUse`, `agentStop`, ...) get Copilot's own payload: `sessionId`,
   `toolName`, `toolArgs` (an object, or for `apply_patch` the patch string), `toolResult`,

@@ -139,7 +139,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
 
 
 def load_payload(name: str) -> dict[str, Any]:
-    """Return the hook JSON Claude Code sent, unwrapping capture envelopes (SOURCES.md)."""
+    """Return the hook JSON Claude Code sent, unwrapping capture envelopes
+    (tests/fixtures/SOURCES.md)."""
     document = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
     assert isinstance(document, dict)
     payload = document.get("payload")

@@ -1,7 +1,7 @@
 """Codex adapter (§6.5): the real 0.169.0 payloads mapped, answers rendered, hooks installed.
 
 The payloads in tests/fixtures/codex/ are what the real binary wrote to its hooks
-(fixtures/SOURCES.md); each is posted to `POST /hooks/codex` and read back.
+(tests/fixtures/SOURCES.md); each is posted to `POST /hooks/codex` and read back.
 """
 
 from __future__ import annotations

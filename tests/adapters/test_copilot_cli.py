@@ -2,7 +2,7 @@
 rendered in Copilot's format, Tachograph's own hook file installed and removed.
 
 The payloads in tests/fixtures/copilot/ are what the real binary wrote to its hooks
-(fixtures/SOURCES.md): camelCase registrations get Copilot's own payload, the `pascal`
+(tests/fixtures/SOURCES.md): camelCase registrations get Copilot's own payload, the `pascal`
 scenario's PascalCase registrations a Claude-style one.
 """
 

@@ -9,7 +9,7 @@ Two CLIs can be pointed at it, both with the streaming Responses wire format:
   `COPILOT_PROVIDER_TYPE=openai`, `COPILOT_PROVIDER_WIRE_API=responses`: it streams
   `POST /v1/responses` too.
 
-(See RECIPES.md next to this file for the whole recipes and the paths seen.) Every request
+(tests/fixtures/SOURCES.md says how each CLI was run against such a stand-in.) Every request
 (method, path, a few headers, the JSON body) is recorded so a test can check what the CLI
 sent back: `function_call_output` / `custom_tool_call_output` items carry tool results, and
 a hook's deny reason.

@@ -344,7 +344,7 @@ def test_real_claude_code_is_held_to_the_self_update_policy(
         "PreToolUse",  # write ../outside.txt: denied
         "PreToolUse",  # write .git/config: denied
         "PreToolUse",  # curl to an outside address: denied
-        "PreToolUse",  # Write NOTES.md
+        "PreToolUse",  # the Write of the release notes
         "PostToolUse",
         "PreToolUse",  # git add -A && git commit
         "PostToolUse",

@@ -49,6 +49,8 @@ def test_serve_and_worker_hold_no_secret_in_their_environment(
         **env_for(settings),
         **SECRETS,
         "TACHOGRAPH_REFLECTOR": REFLECTOR,
+        # The secret's partner (not a secret): one without the other refuses start-up.
+        "TACHOGRAPH_CODER_HOOK_URL": "http://127.0.0.1/hooks/coder",
         "TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK": "1",
     }
     server = Server(settings, tmp_path / "serve.log", env)
