@@ -2,7 +2,8 @@
 CLI and a rebuild (both stores).
 
 A managed handler that denies and rewrites, an approval rule an operator allows (with a
-reason) and denies, the self-update floor, and a call nothing objected to; the session
+reason) and denies, an allowance for the session, a rule's timeout, the self-update
+floor, and a call nothing objected to; the session
 timeline and the activity search say who decided each, `tachograph activity` shows it
 in a column, a replay finds no drift, and a read model from before the column existed
 is rebuilt with it at start-up.
@@ -36,7 +37,14 @@ OPERATOR = "key:admin"
 RULES = {
     "version": 1,
     "rules": [
-        {"id": "risky-git", "tool": "Bash", "match": "git push|terraform apply", "timeoutS": 60}
+        {"id": "risky-git", "tool": "Bash", "match": "git push|terraform apply", "timeoutS": 60},
+        {
+            "id": "quick-allow",
+            "tool": "Bash",
+            "match": "^sleepy-allow",
+            "timeoutS": 1,
+            "onTimeout": "allow",
+        },
     ],
 }
 HOOKS = {
@@ -129,11 +137,13 @@ def held(api: TestClient, session: str, command: str, call_id: str) -> dict[str,
     raise AssertionError(f"{command!r} was never held for an operator")
 
 
-def decide(api: TestClient, waiting: dict[str, Any], verdict: str, reason: str) -> Any:
+def decide(
+    api: TestClient, waiting: dict[str, Any], verdict: str, reason: str, **extra: Any
+) -> Any:
     approval = waiting["approval"]
     decided = api.post(
         f"/api/approvals/{approval['id']}/decide",
-        json={"decision": verdict, "reason": reason},
+        json={"decision": verdict, "reason": reason, **extra},
         headers=ADMIN,
     )
     assert decided.status_code == 200, decided.text
@@ -303,3 +313,35 @@ def test_read_models_from_before_the_column_are_rebuilt_with_it(
         restarted.close()
     calls = timeline_calls(api, session, position)
     assert calls["c-allow"]["decidedBy"] == expected["c-allow"]
+
+
+def test_a_session_allowance_and_a_rule_timeout_name_their_party(api: TestClient) -> None:
+    session = new_session(api)
+    first = held(api, session, "git push origin a", "c-first")
+    decide(api, first, "allow", "this branch only", forSession=True)
+    # The same tool later in the session passes on that allowance, without asking.
+    later = pre_tool(api, session, "git push origin b", "c-later")
+    # Another session (the allowance covers every Bash call of the first): nobody decides.
+    other = new_session(api)
+    timed_out = pre_tool(api, other, "sleepy-allow now", "c-timeout")
+    position = max(int(r.headers["x-tachograph-position"]) for r in (later, timed_out))
+    calls = timeline_calls(api, session, position) | timeline_calls(api, other, position)
+    granted = party(
+        "operator",
+        id="risky-git",
+        operator=OPERATOR,
+        reason="this branch only",
+        approvalId=first["approval"]["id"],
+        forSession=True,
+    )
+    assert calls["c-first"]["decidedBy"] == granted
+    assert calls["c-later"]["decidedBy"] == granted
+    by_rule = calls["c-timeout"]["decidedBy"]
+    assert (by_rule["kind"], by_rule["id"], by_rule["operator"]) == (
+        "approval",
+        "quick-allow",
+        None,
+    )
+    assert "no decision within the deadline" in by_rule["reason"]
+    assert calls["c-timeout"]["decision"] == "pass"
+    assert activity_rows(api, position)["c-timeout"]["decidedBy"] == by_rule
