@@ -97,7 +97,13 @@ def label(decided: dict[str, Any] | None) -> str:
 
 def stored(d: dict[str, Any]) -> str:
     """`decided_by` as a read model column keeps it (compact JSON)."""
-    return json.dumps(decided_by(d), separators=(",", ":"), ensure_ascii=False)
+    decided = decided_by(d)
+    if decided["kind"] == "none":
+        return _NOBODY_STORED  # most calls: encoded once, not per event
+    return json.dumps(decided, separators=(",", ":"), ensure_ascii=False)
+
+
+_NOBODY_STORED: Final = json.dumps(NOBODY, separators=(",", ":"), ensure_ascii=False)
 
 
 def loaded(text: str | None) -> dict[str, Any] | None:
