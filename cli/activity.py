@@ -12,9 +12,17 @@ from domain.strict_json import dumps_readable
 from infra.settings import Settings
 from projections.activity import ActivityQuery, search_activity
 from projections.base import iso
+from projections.decided_by import label
 from projections.sessions import session_ids_starting
 
-_COLUMNS = (("at", 27), ("sessionId", 36), ("tool", 12), ("decision", 8), ("status", 11))
+_COLUMNS = (
+    ("at", 27),
+    ("sessionId", 36),
+    ("tool", 12),
+    ("decision", 8),
+    ("status", 11),
+    ("decidedBy", 24),
+)
 
 
 def _time(value: str | None, flag: str) -> str | None:
@@ -56,7 +64,8 @@ def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> i
         return 0
     out.write(_row({name: name for name, _ in _COLUMNS}, "summary"))
     for item in items:
-        out.write(_row(item, (item["summary"] or "").replace("\n", " ")[:80]))
+        shown = {**item, "decidedBy": label(item["decidedBy"])}
+        out.write(_row(shown, (item["summary"] or "").replace("\n", " ")[:80]))
     return 0
 
 

@@ -117,6 +117,22 @@ declare_event_versions(Approval, Created=1, Decided=1, Expired=1)
 APPROVAL_HANDLER: Final = "approval"
 
 
+def approval_record(approval: Approval) -> dict[str, Any]:
+    """What an approval's run records of it: the request, the rule or handler that asked,
+    how it settled and, when a person decided, who and why (read back as `decidedBy`)."""
+    decided = approval.status == DECIDED
+    return {
+        "id": str(approval.id),
+        "rule_id": approval.rule_id,
+        "handler_id": approval.handler_id,
+        "status": approval.status,
+        "verdict": approval.verdict,
+        "operator": approval.actor if decided else None,
+        "reason": approval.reason if decided else None,
+        "for_session": approval.for_session,
+    }
+
+
 def settled_decision(asked: Decision, approval: Approval, waited_ms: int) -> Decision:
     """What the agent is told once an approval settled: the call as asked (rewritten, if
     a handler rewrote it before asking), or a deny saying who or what refused it."""
@@ -134,7 +150,8 @@ def settled_decision(asked: Decision, approval: Approval, waited_ms: int) -> Dec
             why = f"allowed{scope} by {who} (approval {approval.id})"
             if approval.reason:
                 why += f": {approval.reason}"
-        return _allowed(asked, HandlerRun(run_id, "pass", None, why, waited_ms))
+        run = HandlerRun(run_id, "pass", None, why, waited_ms, approval=approval_record(approval))
+        return _allowed(asked, run)
     if approval.status == EXPIRED:
         why = (
             "No operator decided within the deadline, so the call was denied "
@@ -144,14 +161,21 @@ def settled_decision(asked: Decision, approval: Approval, waited_ms: int) -> Dec
         why = f"Denied by {who} (approval {approval.id})" + (
             f": {approval.reason}" if approval.reason else "."
         )
-    run = HandlerRun(run_id, "deny", None, why, waited_ms)
+    run = HandlerRun(run_id, "deny", None, why, waited_ms, approval=approval_record(approval))
     return Decision("deny", why, asked.additional_context, None, (*asked.runs, run))
 
 
-def allowed_for_session(asked: Decision, allowance: UUID) -> Decision:
-    """A call of a tool an operator allowed for the session: it passes, and says why."""
+def allowed_for_session(
+    asked: Decision, allowance: UUID, granted: Approval | None = None
+) -> Decision:
+    """A call of a tool an operator allowed for the session: it passes, and says why
+    (`granted`, the approval that allowed it, names the operator when it can be read)."""
     why = f"allowed for the rest of the session by approval {allowance}"
-    return _allowed(asked, HandlerRun(f"{APPROVAL_HANDLER}:session", "pass", None, why, 0))
+    record = approval_record(granted) if granted is not None else None
+    if record is None:
+        record = {"id": str(allowance), "status": DECIDED, "verdict": ALLOW, "for_session": True}
+    run = HandlerRun(f"{APPROVAL_HANDLER}:session", "pass", None, why, 0, approval=record)
+    return _allowed(asked, run)
 
 
 def _allowed(asked: Decision, run: HandlerRun) -> Decision:
@@ -175,5 +199,6 @@ def still_pending(asked: Decision, approval: Approval) -> Decision:
         f"Waiting for an operator's approval of this call (approval {approval.id}); "
         "it has not been decided yet. Try the same call again shortly."
     )
-    run = HandlerRun(f"{APPROVAL_HANDLER}:pending", "deny", None, why, 0)
+    record = approval_record(approval)
+    run = HandlerRun(f"{APPROVAL_HANDLER}:pending", "deny", None, why, 0, approval=record)
     return Decision("deny", why, asked.additional_context, None, (*asked.runs, run))

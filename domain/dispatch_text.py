@@ -32,11 +32,17 @@ def recorded_decision(decision: Decision) -> dict[str, Any]:
         "reason": redact_optional(decision.reason),
         "additional_context": redact_optional(decision.additional_context),
         "replacement": redact_json(decision.replacement),
-        "runs": [
-            {**record, "reason": redact_optional(record["reason"])}
-            for record in (run.record() for run in decision.runs)
-        ],
+        "runs": [_redacted_run(run.record()) for run in decision.runs],
     }
+
+
+def _redacted_run(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's record with its reason, and an approval's operator reason, redacted."""
+    redacted = {**record, "reason": redact_optional(record["reason"])}
+    approval = record.get("approval")
+    if approval is not None and approval.get("reason") is not None:
+        redacted["approval"] = {**approval, "reason": redact_optional(approval["reason"])}
+    return redacted
 
 
 def title_hint(prompt: str | None) -> str | None:

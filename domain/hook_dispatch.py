@@ -106,10 +106,13 @@ class HandlerRun:
     duration_ms: int
     # True when a Stop `continue` was downgraded to pass by the per-turn limit.
     continue_capped: bool = False
+    # On an approval's run: the request it settled and who settled it (domain/approval.py
+    # `approval_record`), so the record names the operator without parsing `reason`.
+    approval: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
-        """As stored in HookDispatch.Created's `runs`."""
-        return {
+        """As stored in HookDispatch.Created's `runs` (`approval` only where there is one)."""
+        stored: dict[str, Any] = {
             "handler_id": self.handler_id,
             "outcome": self.outcome,
             "failure": self.failure,
@@ -117,6 +120,9 @@ class HandlerRun:
             "duration_ms": self.duration_ms,
             "continue_capped": self.continue_capped,
         }
+        if self.approval is not None:
+            stored["approval"] = self.approval
+        return stored
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ class ApprovalGate:
         tool = ev.tool_name or ""
         allowance = self.log.allowance(session_id, tool)
         if allowance is not None:
-            return allowed_for_session(decision, allowance)
+            # Read once per such call, so the record names the operator who allowed it.
+            return allowed_for_session(decision, allowance, self.log.load(allowance))
         approval = self._find_or_request(
             session_id,
             ev,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from domain.hook_config import TOOL_EVENTS
-from projections import deleted_sessions, recorded_clock
+from projections import decided_by, deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
 from projections.timeline import call_status, deciding_handler
@@ -39,6 +39,7 @@ _CALL_COLUMNS = (
     "recorded_at",
     "bytes",
     "duration_ms",
+    "decided_by",
 )
 _WORKSPACES_KEPT = 10_000
 MIN_TEXT_SEARCH = 3  # a trigram index finds substrings of at least three characters
@@ -52,7 +53,7 @@ class ActivityProjection(Projection):
             "session_id TEXT NOT NULL, workspace_id TEXT, turn_id TEXT, tool_call_id TEXT, "
             "tool TEXT, summary TEXT, decision TEXT NOT NULL, handler_id TEXT, status TEXT, "
             "bytes BIGINT, duration_ms BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT, "
-            "received_at TEXT, recorded_at TEXT NOT NULL)",
+            "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT)",
             # A call's Post finds its row; the filters each read newest first.
             "CREATE INDEX IF NOT EXISTS {t}_call ON {t} (session_id, tool_call_id)",
             "CREATE INDEX IF NOT EXISTS {t}_tool ON {t} (tool, position)",
@@ -67,6 +68,7 @@ class ActivityProjection(Projection):
         "activity_deleted": [deleted_sessions.DDL],
         "activity_clock": [recorded_clock.DDL],
     }
+    added_columns = {"activity": ("decided_by",)}
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
@@ -125,6 +127,7 @@ class ActivityProjection(Projection):
                 "subagent_id": d["subagent_id"],
                 "received_at": iso(d["received_at"]) if d.get("received_at") else None,
                 "recorded_at": recorded,
+                "decided_by": decided_by.stored(d),
             }
             return
         ending = {
@@ -309,4 +312,5 @@ def _item(r: dict[str, Any]) -> dict[str, Any]:
         "subagentId": r["subagent_id"],
         "receivedAt": r["received_at"],
         "recordedAt": r["recorded_at"],
+        "decidedBy": decided_by.loaded(r["decided_by"]),
     }

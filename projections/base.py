@@ -110,6 +110,12 @@ class Projection:
             event_type: getattr(self, method) for event_type, method in self._dispatch.items()
         }
 
+    # Columns added to a table after it was first released, per logical table name. A
+    # live table that lacks one is dropped with the projection's other tables and rebuilt
+    # from the log by the runner (projections/runner.py `ensure_schema`), so its rows get
+    # the values the new handlers derive; the DDL in `tables` declares the column too.
+    added_columns: ClassVar[dict[str, tuple[str, ...]]] = {}
+
     # Indexes only readers use, never the handlers: a rebuild creates them after its
     # rows are in (one sort, instead of an index insert per row, which for a random
     # key touches a different page every time); live tables have them from the start.

@@ -19,7 +19,7 @@ def drop_tables(store: ReadStore, projection: Projection) -> None:
     """Drop a projection's tables (used to start a rebuild from nothing)."""
     with store.transaction() as cur:
         for table in projection.t.values():
-            cur.execute(f"DROP TABLE IF EXISTS {table}")
+            cur.drop(table)
 
 
 def rebuild(

@@ -53,9 +53,20 @@ def ensure_tracking_row(cur: Cursor, name: str, *, reset: bool = False) -> None:
 
 
 def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
-    """Create read-model and tracking tables (idempotent)."""
+    """Create read-model and tracking tables (idempotent); a projection whose live tables
+    predate one of its `added_columns` starts again from nothing, and the runner rebuilds
+    it from the log."""
     projections = list(projections)
     with store.transaction() as cur:
+        outdated = {p.name for p in projections if _lacks_added_columns(cur, p)}
+        for projection in projections:
+            if projection.name in outdated:
+                log.warning(
+                    "read model %r lacks a column it now keeps: rebuilding it from the log",
+                    projection.name,
+                )
+                for table in projection.t.values():
+                    cur.drop(table)
         for stmt in [TRACKING_DDL, *(s for p in projections for s in p.ddl())]:
             # On PostgreSQL `CREATE INDEX IF NOT EXISTS` locks its table even when the
             # index exists; holding such locks deadlocks with a running replica's
@@ -65,7 +76,16 @@ def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
                 continue
             cur.create(stmt)
         for projection in projections:
-            ensure_tracking_row(cur, projection.name)
+            ensure_tracking_row(cur, projection.name, reset=projection.name in outdated)
+
+
+def _lacks_added_columns(cur: Cursor, projection: Projection) -> bool:
+    """Whether a table of the projection exists without a column it has since gained."""
+    for logical, added in projection.added_columns.items():
+        present = cur.columns(projection.t[logical])
+        if present and not present.issuperset(added):
+            return True
+    return False
 
 
 _DDL_OBJECT = re.compile(

@@ -52,6 +52,14 @@ class Cursor(ABC):
         """Run a projection's CREATE statement, written portably, in this store's dialect."""
         self.execute(ddl)
 
+    @abstractmethod
+    def columns(self, table: str) -> set[str]:
+        """The columns a table has now (empty when there is no such table)."""
+
+    def drop(self, table: str) -> None:
+        """Drop a table if it exists, and forget what was learned of its columns."""
+        self.execute(f"DROP TABLE IF EXISTS {table}")
+
 
 # A single-column BIGINT key: in SQLite only a column declared exactly INTEGER PRIMARY
 # KEY becomes the table's rowid; any other spelling keeps a rowid *and* a separate
@@ -116,6 +124,10 @@ class _SQLiteCursor(Cursor):
     @property
     def rowcount(self) -> int:
         return self._cur.rowcount
+
+    def columns(self, table: str) -> set[str]:
+        self._cur.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        return {str(row[0]) for row in self._cur.fetchall()}
 
     def create(self, ddl: str) -> None:
         if TRIGRAM_INDEX.fullmatch(ddl):
@@ -271,6 +283,18 @@ class _PGCursor(Cursor):
         by_column = zip(*rows, strict=True)
         self._cur.execute(statement, [_pg_column(list(column)) for column in by_column])
 
+    def columns(self, table: str) -> set[str]:
+        self._cur.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s",
+            (table,),
+        )
+        return {str(r["column_name"]) for r in self._cur.fetchall()}
+
+    def drop(self, table: str) -> None:
+        super().drop(table)
+        _COLUMN_TYPES.pop(table, None)  # re-created with the columns its DDL has now
+
     def _column_types(self, table: str) -> dict[str, str]:
         types = _COLUMN_TYPES.get(table)
         if types is None:
@@ -329,7 +353,8 @@ _INSERT = re.compile(
 )
 _INSERTS: dict[str, tuple[str, list[str], str] | None] = {}
 # Per table name: column types never change for a name (tables are created, dropped
-# and re-created by the same DDL).
+# and re-created by the same DDL; a table rebuilt for an added column is forgotten
+# when it is dropped, `_PGCursor.drop`).
 _COLUMN_TYPES: dict[str, dict[str, str]] = {}
 
 

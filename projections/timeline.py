@@ -22,7 +22,7 @@ from domain.lifecycle_events import (
     TOOL_EVENTS,
     USER_PROMPT_SUBMIT,
 )
-from projections import deleted_sessions, recorded_clock
+from projections import decided_by, deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
 from projections.deliveries import session_deliveries
 from projections.store import Cursor, ReadStore
@@ -60,6 +60,7 @@ COLUMNS: dict[str, str] = {
     "last_position": LAST,
     "received_at": FIRST,
     "recorded_at": FIRST,
+    "decided_by": LAST,
 }
 _NAMES = ("session_id", "entry_key", *COLUMNS)
 
@@ -134,7 +135,12 @@ def call_status(event: str, facts: dict[str, Any]) -> str:
 
 
 def _decided(d: dict[str, Any]) -> dict[str, Any]:
-    return {"decision": d["outcome"], "handler_id": deciding_handler(d), "reason": d["reason"]}
+    return {
+        "decision": d["outcome"],
+        "handler_id": deciding_handler(d),
+        "reason": d["reason"],
+        "decided_by": decided_by.stored(d),
+    }
 
 
 def _pre(d: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
@@ -201,7 +207,7 @@ class TimelineProjection(Projection):
             "summary TEXT, subagent_id TEXT, agent_type TEXT, text TEXT, decision TEXT, "
             "handler_id TEXT, reason TEXT, rewritten TEXT, original TEXT, status TEXT, "
             "bytes BIGINT, duration_ms BIGINT, error TEXT, result TEXT, "
-            "received_at TEXT, recorded_at TEXT NOT NULL, "
+            "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT, "
             "PRIMARY KEY (session_id, entry_key))",
             # Capping walks a lane newest first; pages of turns read a session's rows.
             "CREATE INDEX IF NOT EXISTS {t}_lane ON {t} (session_id, lane, position)",
@@ -209,6 +215,7 @@ class TimelineProjection(Projection):
         "timeline_deleted": [deleted_sessions.DDL],
         "timeline_clock": [recorded_clock.DDL],
     }
+    added_columns = {"timeline": ("decided_by",)}
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
@@ -426,7 +433,12 @@ def build_turns(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _decision(row: dict[str, Any]) -> dict[str, Any]:
-    return {"decision": row["decision"], "handlerId": row["handler_id"], "reason": row["reason"]}
+    return {
+        "decision": row["decision"],
+        "handlerId": row["handler_id"],
+        "reason": row["reason"],
+        "decidedBy": decided_by.loaded(row["decided_by"]),
+    }
 
 
 def _subagent(row: dict[str, Any], placeholder: bool = False) -> dict[str, Any]:

@@ -1484,6 +1484,33 @@ function renderSessionHead(session) {
   ]);
 }
 
+const DECIDED_VERBS = { pass: "allowed", deny: "denied", modify: "modified", continue: "continued", ask: "held" };
+
+/** Who decided a call or a row (its `decidedBy`): "allowed by key:alice (approval rule
+ * risky-git): release day", "denied by handler guard", "allowed by default". */
+function decidedByText(row) {
+  const by = row.decidedBy;
+  if (!by) return row.handlerId ? `by ${row.handlerId}` : "";
+  const verb = DECIDED_VERBS[row.decision] || row.decision || "decided";
+  if (by.kind === "operator") {
+    const scope = by.forSession ? " for the session" : "";
+    const rule = by.id ? ` (approval rule ${by.id})` : "";
+    const why = by.reason ? `: ${by.reason}` : "";
+    return `${verb}${scope} by ${by.operator || "an operator"}${rule}${why}`;
+  }
+  if (by.kind === "approval") return `${verb} by approval rule ${by.id}, no operator decided`;
+  if (by.kind === "policy") return `${verb} by policy rule ${by.id}`;
+  if (by.kind === "handler") return `${verb} by handler ${by.id}`;
+  return `${verb} by default: no rule or handler objected`;
+}
+
+function decidedByNote(row) {
+  const text = decidedByText(row);
+  if (!text) return null;
+  const kind = row.decidedBy ? row.decidedBy.kind : "";
+  return h("span", { class: "muted decided-by", "data-decided-by": kind }, ` ${text}`);
+}
+
 function callRow(call) {
   const rewritten = call.rewrittenInput !== null && call.rewrittenInput !== undefined;
   const classes = ["call", call.decision === "deny" ? "denied" : "", rewritten ? "rewritten" : ""];
@@ -1495,7 +1522,7 @@ function callRow(call) {
     h("code", { class: "what" }, call.summary || "(no input recorded)"),
     " ",
     badge(call.decision || "no decision"),
-    call.handlerId ? h("span", { class: "muted" }, ` by ${call.handlerId}`) : null,
+    decidedByNote(call),
     " ",
     badge(call.status),
     call.durationMs !== null && call.durationMs !== undefined ? ` ${call.durationMs} ms` : "",
@@ -1709,7 +1736,7 @@ function activityRow(item) {
     h("td", null, link(`#sessions/${item.sessionId}`, shortId(item.sessionId))),
     h("td", null, item.tool || "?"),
     h("td", null, h("code", null, item.summary || "")),
-    h("td", null, badge(item.decision), item.handlerId ? h("span", { class: "muted" }, ` ${item.handlerId}`) : null),
+    h("td", null, badge(item.decision), decidedByNote(item)),
     h("td", null, badge(item.status)),
   );
 }
