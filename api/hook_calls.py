@@ -25,7 +25,8 @@ from starlette.responses import Response
 
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
-from api.held_approvals import HeldApprovals
+from api.held_approvals import GONE, HeldApprovals
+from api.hook_caller import caller_gone
 from api.input_limits import TEXT_CHECKED, json_body
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
@@ -121,7 +122,12 @@ async def settled(
     if pending is None or held is None:
         return ingested
     limit = pending.wait_s if wait_s is None else min(wait_s, pending.wait_s)
-    await held.wait(pending.approval_id, limit, partial(ingest.still_pending, pending))
+    ended = await held.wait(
+        pending.approval_id, limit, partial(ingest.still_pending, pending), caller_gone()
+    )
+    if ended == GONE:
+        # Nobody waits for the answer any more: recorded as abandoned, never decided.
+        return await run_in_threadpool(ingest.abandon, pending)
     return await run_in_threadpool(ingest.settle, pending)
 
 

@@ -22,10 +22,11 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api import hook_caller
 from api.auth import principal_of
 from api.errors import DATABASE_DOWN, ApiError
 from api.hook_calls import CLAUDE_ROUTE, EVENTS_ROUTE, answer_claude, answer_events
-from api.middleware import replaying
+from api.middleware import HOOK_PATHS, replaying
 from api.observability import ROUTE_TEMPLATE
 from bootstrap import Services
 from domain.errors import DomainError
@@ -50,6 +51,12 @@ class IngestFastPath:
         self.fastapi_app = fastapi_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and HOOK_PATHS.match(scope["path"])
+        ):
+            hook_caller.bind(receive)  # a held approval watches for the caller leaving
         if scope["type"] != "http" or scope["method"] != "POST" or scope["query_string"]:
             await self.app(scope, receive, send)
             return
