@@ -76,6 +76,22 @@ def check_hooks(settings: Settings) -> str:
     return f"{handlers} handler(s) on {len(settings.hooks.handlers)} event(s), configuration valid"
 
 
+def check_holds(settings: Settings, env: Mapping[str, str]) -> str:
+    """No installed hook may stop waiting before the longest hold can end: the runtime
+    would run the held call undecided (cli/hook_waits.py)."""
+    from cli.hook_waits import search_directories, short_hook_findings
+    from domain.approval_rules import longest_hold_s
+
+    hold = longest_hold_s(settings.approvals, settings.hooks.handlers)
+    if hold == 0:
+        return "no approval rule or handler can hold a call"
+    directories = search_directories(settings.workspace_root, env)
+    findings = short_hook_findings(hold, directories)
+    if findings:
+        raise CheckFailed("; ".join(findings))
+    return f"installed hooks wait longer than the longest hold ({hold} s)"
+
+
 def check_hooks_log(settings: Settings) -> str:
     path = settings.data_dir / "hooks.log"
     if not path.exists():
@@ -253,6 +269,7 @@ def run_doctor(
         *CHECKS,
         ("credentials", functools.partial(check_credentials, env=env)),
         ("runtimes", functools.partial(check_agent_hooks, env=env)),
+        ("holds", functools.partial(check_holds, env=env)),
     ]
     failed = 0
     for name, check in checks:

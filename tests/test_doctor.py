@@ -50,6 +50,7 @@ def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) ->
         "path",
         "credentials",
         "runtimes",
+        "holds",
     ]
     assert result.returncode == 0, result.stdout
     assert all(line.startswith("ok") for line in lines)
