@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from api.auth import authorize_session_in_loop, bound_session, bound_workspace
 from api.errors import ApiError
+from api.hook_caller import caller_gone
 from api.input_limits import TEXT_CHECKED, json_body
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
@@ -33,7 +34,7 @@ from domain.hook_dispatch import ToolPolicy
 from domain.lifecycle import InvalidEvent, LifecycleEvent, agent_session_uuid, check_event
 from domain.workspace import DEFAULT_WORKSPACE
 from infra.logs import bind_log_context
-from ingest.held_approvals import HeldApprovals
+from ingest.held_approvals import GONE, HeldApprovals
 from ingest.ports import Render
 from ingest.runtimes.claude_code import HookPayloadError, with_session_title
 from ingest.runtimes.runtimes import CLAUDE, Runtime
@@ -121,7 +122,12 @@ async def settled(
     if pending is None or held is None:
         return ingested
     limit = pending.wait_s if wait_s is None else min(wait_s, pending.wait_s)
-    await held.wait(pending.approval_id, limit, partial(ingest.still_pending, pending))
+    ended = await held.wait(
+        pending.approval_id, limit, partial(ingest.still_pending, pending), caller_gone()
+    )
+    if ended == GONE:
+        # Nobody waits for the answer any more: recorded as abandoned, never decided.
+        return await run_in_threadpool(ingest.abandon, pending)
     return await run_in_threadpool(ingest.settle, pending)
 
 

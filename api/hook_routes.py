@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
+from api import hook_caller
 from api.auth import principal_of
 from api.coder_webhook import answer_coder
 from api.hook_calls import answer_claude, answer_events, answer_runtime
@@ -43,6 +44,13 @@ _NOT_WORD: Final = re.compile(r"\W")
 def _invalid(loc: tuple[str, str], kind: str, message: str, value: str) -> RequestValidationError:
     """A path parameter refused as FastAPI would have refused it (same 422 body)."""
     return RequestValidationError([{"type": kind, "loc": loc, "msg": message, "input": value}])
+
+
+async def _body(request: Request) -> bytes:
+    """The raw body, read once; from then on a held approval can tell when the caller
+    leaves (api/hook_caller.py)."""
+    hook_caller.bind(request.receive)
+    return await request.body()
 
 
 def _runtime(request: Request) -> str:
@@ -64,7 +72,7 @@ async def ingest_event(request: Request) -> Response:
         raise _invalid(("path", "session_id"), "uuid_parsing", message, raw_id) from None
     services = request.app.state.services
     return await answer_events(
-        services, principal_of(request.scope), session_id, await request.body()
+        services, principal_of(request.scope), session_id, await _body(request)
     )
 
 
@@ -72,12 +80,13 @@ async def claude_hook(request: Request) -> Response:
     """Claude Code's native HTTP hook: its hook JSON in, its answer format out."""
     services = request.app.state.services
     return await answer_claude(
-        services, principal_of(request.scope), request.headers.get, await request.body()
+        services, principal_of(request.scope), request.headers.get, await _body(request)
     )
 
 
 async def coder_hook(request: Request) -> Response:
     """Coder's chat lifecycle webhook: HS256-signed request in, signed answer out."""
+    hook_caller.bind(request.receive)
     return await answer_coder(request.app.state.services, request)
 
 
@@ -103,7 +112,7 @@ async def _answer_runtime(request: Request, name: str, event: str | None) -> Res
     runtime = runtime_for(name, gemini_model_events=services.settings.gemini_model_events)
     principal = principal_of(request.scope)
     return await answer_runtime(
-        services, principal, request.headers.get, await request.body(), runtime, event
+        services, principal, request.headers.get, await _body(request), runtime, event
     )
 
 

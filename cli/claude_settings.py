@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
+from cli.hook_waits import HELD_EVENTS, gate_waits
 from cli.runtime_hooks import base_url, hook_command, ignore_beside, own_command
 from ingest.runtimes.claude_code import FAIL_CLOSED_EVENTS, INSTALLED_EVENTS
 
@@ -50,9 +51,10 @@ def settings_path(project_dir: Path) -> Path:
 
 
 def install_claude_hooks(
-    project_dir: Path, *, http: bool, url: str, fail_closed: bool = False
+    project_dir: Path, *, http: bool, url: str, fail_closed: bool = False, hold_s: int = 0
 ) -> Path:
-    """Add one Tachograph hook per installed event, replacing earlier Tachograph entries."""
+    """Add one Tachograph hook per installed event, replacing earlier Tachograph entries;
+    those on events a call can be held on wait longer than a hold of `hold_s` seconds."""
     url = base_url(url)
     path = settings_path(project_dir)
     settings = read_json_object(path)
@@ -66,6 +68,13 @@ def install_claude_hooks(
             raise ClaudeSettingsError(f"{path}: hooks.{event} must be a list; nothing was changed")
         gated = fail_closed and event in FAIL_CLOSED_EVENTS
         entry = _own_entry(event, http=http and not gated, url=url, fail_closed=gated)
+        waits = gate_waits(hold_s)
+        if event in HELD_EVENTS[RUNTIME] and waits.client_s is not None:
+            entry["timeout"] = waits.runtime_s
+            if entry["type"] == "command":
+                entry["command"] = hook_command(
+                    RUNTIME, event, url=url, fail_closed=gated, client_wait_s=waits.client_s
+                )
         groups.append({"matcher": "*", "hooks": [entry]})
     write_json_object(path, settings)
     ignore_beside(path)

@@ -27,6 +27,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from cli.hook_files import HookFileError, read_json_object, write_json_object
+from cli.hook_waits import HELD_EVENTS, gate_waits
 from cli.runtime_hooks import GITIGNORE, base_url, hook_command, ignore_beside, own_command
 from ingest.runtimes.copilot_cli import REGISTERED_EVENTS, REGISTERED_GATE_EVENTS
 
@@ -59,15 +60,26 @@ def is_own(entry: object) -> bool:
     return isinstance(url, str) and HOOK_PATH + "/" in url
 
 
-def install_copilot_hooks(directory: Path, *, http: bool, url: str, fail_closed: bool) -> Path:
-    """Write `<dir>/.copilot/hooks/tachograph.json`, replacing an earlier one of ours."""
+def install_copilot_hooks(
+    directory: Path, *, http: bool, url: str, fail_closed: bool, hold_s: int = 0
+) -> Path:
+    """Write `<dir>/.copilot/hooks/tachograph.json`, replacing an earlier one of ours; the
+    hooks on events a call can be held on wait longer than a hold of `hold_s` seconds."""
     url = base_url(url)
     path = hook_file(directory)
     _own_file_or_fail(path)
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event in REGISTERED_EVENTS:
         gated = fail_closed and event in REGISTERED_GATE_EVENTS
-        hooks[event] = [_entry(event, http=http and not gated, url=url, fail_closed=gated)]
+        entry = _entry(event, http=http and not gated, url=url, fail_closed=gated)
+        waits = gate_waits(hold_s)
+        if event in HELD_EVENTS[RUNTIME] and waits.client_s is not None:
+            entry["timeoutSec"] = max(TIMEOUT_SEC, waits.runtime_s)
+            if entry["type"] == "command":
+                entry["bash"] = hook_command(
+                    RUNTIME, event, url=url, fail_closed=gated, client_wait_s=waits.client_s
+                )
+        hooks[event] = [entry]
     write_json_object(path, {"version": 1, "hooks": hooks})
     ignore_beside(path)
     return path

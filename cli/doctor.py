@@ -84,6 +84,22 @@ def check_hooks(settings: Settings) -> str:
     return f"{handlers} handler(s) on {len(settings.hooks.handlers)} event(s), configuration valid"
 
 
+def check_holds(settings: Settings, scope: Scope) -> str:
+    """No installed hook may stop waiting before the longest hold can end: the runtime
+    would run the held call undecided (cli/hook_waits.py)."""
+    from cli.hook_waits import search_directories, short_hook_findings
+    from domain.approval_rules import longest_hold_s
+
+    hold = longest_hold_s(settings.approvals, settings.hooks.handlers)
+    if hold == 0:
+        return "no approval rule or handler can hold a call"
+    directories = [*search_directories(settings.workspace_root, scope.env), *scope.projects]
+    findings = short_hook_findings(hold, dict.fromkeys(directories))
+    if findings:
+        raise CheckFailed("; ".join(findings))
+    return f"installed hooks wait longer than the longest hold ({hold} s)"
+
+
 def check_executor(settings: Settings) -> str:
     argv = settings.task_command
     if argv is None:
@@ -253,6 +269,7 @@ CHECKS: list[tuple[str, Check]] = [
 SCOPED_CHECKS: list[tuple[str, ScopedCheck]] = [
     ("credentials", check_credentials),
     ("runtimes", check_agent_hooks),
+    ("holds", check_holds),
     ("hooks.log", check_hooks_log),
 ]
 

@@ -90,6 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _long_lived_settings()
     configure_logging(settings.log_level, _secrets_of(settings))
     warn_if_unsigned(settings.log_signing_key)
+    _warn_short_hooks(settings)
     placed = _pin_cpu(settings.serve_cpu)
     app = create_app(settings, long_lived=True, on_started=placed)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
@@ -105,6 +106,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         http=with_deadlines(settings.http_header_timeout_s, settings.http_body_timeout_s),
     )
     return 0
+
+
+def _warn_short_hooks(settings: Any) -> None:
+    """Say at start-up when an installed hook stops waiting before a hold can end: the
+    runtime would run the held call undecided (cli/hook_waits.py; `doctor` fails on it)."""
+    import logging
+    import os
+
+    from cli.hook_waits import search_directories, short_hook_findings
+    from domain.approval_rules import longest_hold_s
+
+    hold = longest_hold_s(settings.approvals, settings.hooks.handlers)
+    if hold == 0:
+        return
+    directories = search_directories(settings.workspace_root, os.environ)
+    for finding in short_hook_findings(hold, directories):
+        logging.getLogger("tachograph.serve").warning("hook waits too little: %s", finding)
 
 
 def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
@@ -258,20 +276,39 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
     import os
 
     from cli.hook_files import HookFileError
+    from cli.hook_waits import UNKNOWN_HOLD_S, server_hold_s
 
     url = args.url or os.environ.get("TACHOGRAPH_URL") or "http://127.0.0.1:8000"
+    hold = server_hold_s(url, os.environ)
+    if hold is None:
+        # Hooks that wait too little run held calls undecided; waiting longer costs
+        # nothing unless a call is held. Reinstall once the server answers to shorten.
+        hold = UNKNOWN_HOLD_S
+        print(
+            f"tachograph: could not read longestHoldS from {url}/api/health; held events' "
+            f"hooks wait for the longest hold a rule may set ({hold} s)",
+            file=sys.stderr,
+        )
     try:
         if args.agent == "claude":
             from cli.claude_settings import install_claude_hooks
 
             path = install_claude_hooks(
-                Path(args.dir), http=args.http, url=url, fail_closed=args.fail_closed
+                Path(args.dir),
+                http=args.http,
+                url=url,
+                fail_closed=args.fail_closed,
+                hold_s=hold,
             )
         elif args.agent == "copilot":
             from cli.copilot_hooks import install_copilot_hooks, install_note
 
             path = install_copilot_hooks(
-                Path(args.dir), http=args.http, url=url, fail_closed=args.fail_closed
+                Path(args.dir),
+                http=args.http,
+                url=url,
+                fail_closed=args.fail_closed,
+                hold_s=hold,
             )
             if note := install_note(http=args.http, url=url):
                 print(note)
@@ -285,6 +322,7 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
                 Path(args.dir),
                 url=url,
                 fail_closed=args.fail_closed,
+                hold_s=hold,
             )
     except HookFileError as exc:
         print(f"tachograph: {exc}", file=sys.stderr)

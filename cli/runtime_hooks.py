@@ -26,6 +26,7 @@ import hook_client.command
 import ingest.runtimes.codex as codex
 import ingest.runtimes.gemini_cli as gemini_cli
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
+from cli.hook_waits import HELD_EVENTS, gate_waits
 from domain.lifecycle_events import PERMISSION_REQUEST
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
@@ -74,17 +75,21 @@ def own_command(runtime: str) -> re.Pattern[str]:
     )
 
 
-def hook_command(runtime: str, event: str, *, url: str, fail_closed: bool) -> str:
+def hook_command(
+    runtime: str, event: str, *, url: str, fail_closed: bool, client_wait_s: int | None = None
+) -> str:
     """The command a runtime runs for one event, pinned to one server and interpreter.
 
     The client runs as a file under this installation's Python with `-S`: the hot path of
     every tool call skips the site machinery (~25 ms of a start, most of it the editable
-    install's finder) and needs nothing from the environment but TACHOGRAPH_URL.
+    install's finder) and needs nothing from the environment but TACHOGRAPH_URL. On an
+    event a call can be held on, the client's own wait is pinned too (cli/hook_waits.py).
     """
     client = Path(hook_client.command.__file__).resolve()
     python = sys.executable
+    wait = f"TACHOGRAPH_HOOK_TIMEOUT_S={client_wait_s} " if client_wait_s is not None else ""
     command = (
-        f"TACHOGRAPH_URL={shlex.quote(url)} {shlex.quote(python)} -S "
+        f"TACHOGRAPH_URL={shlex.quote(url)} {wait}{shlex.quote(python)} -S "
         f"{shlex.quote(str(client))} {runtime} {event}"
     )
     return command + (" --fail-closed" if fail_closed else "")
@@ -97,22 +102,36 @@ def base_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def install_nested(spec: NestedHookFile, directory: Path, *, url: str, fail_closed: bool) -> Path:
-    """Merge one Tachograph handler per event into the runtime's hook file."""
+def install_nested(
+    spec: NestedHookFile, directory: Path, *, url: str, fail_closed: bool, hold_s: int = 0
+) -> Path:
+    """Merge one Tachograph handler per event into the runtime's hook file; those on events
+    a call can be held on wait longer than a hold of `hold_s` seconds."""
     url = base_url(url)
     path = spec.path(directory)
     settings = read_json_object(path)
     hooks = _hooks_of(settings, path)
     remove_own_entries(hooks, spec.is_own)
     key, value = spec.timeout
+    waits = gate_waits(hold_s)
+    # The runtime's unit: Gemini CLI counts milliseconds.
+    scale = 1000 if spec.runtime == "gemini" else 1
     for event in spec.events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise HookFileError(f"{path}: hooks.{event} must be a list; nothing was changed")
         gated = fail_closed and event in spec.gate_events
-        command = hook_command(spec.runtime, event, url=url, fail_closed=gated)
+        held = event in HELD_EVENTS[spec.runtime] and waits.client_s is not None
+        command = hook_command(
+            spec.runtime,
+            event,
+            url=url,
+            fail_closed=gated,
+            client_wait_s=waits.client_s if held else None,
+        )
+        timeout = max(value, waits.runtime_s * scale) if held else value
         groups.append(
-            {"matcher": "*", "hooks": [{"type": "command", "command": command, key: value}]}
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, key: timeout}]}
         )
     if spec.extra is not None:
         spec.extra(settings)

@@ -13,7 +13,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, Recording, Transcoder
 
-from domain.approval import PENDING, Approval
+from domain.approval import ABANDONED, PENDING, Abandoned, Approval
 from domain.errors import AlreadyExists, InvalidState, NotFound, RevisionConflict
 from domain.ids import workspace_id
 from domain.redaction import redact_optional
@@ -232,7 +232,22 @@ class Tachograph(Application[UUID]):
         except IntegrityError:
             # The deadline (or another operator) settled it first, on any replica.
             settled = self.load(Approval, approval_id, "Approval")
+            if settled.status == ABANDONED:
+                raise Abandoned(approval_id) from None
             raise InvalidState("Approval", settled.status, "decided") from None
+
+    def abandon_approval(self, approval_id: UUID, at: datetime) -> Approval:
+        """Settle a request whose caller went away; one already settled is returned as is
+        (a decision that won the race stands: its answer just reaches nobody)."""
+        approval = self.load(Approval, approval_id, "Approval")
+        if approval.status != PENDING:
+            return approval
+        approval.abandon(at)
+        try:
+            self.record(approval)
+        except IntegrityError:
+            return self.load(Approval, approval_id, "Approval")
+        return approval
 
     def expire_approval(self, approval_id: UUID, at: datetime) -> Approval:
         """Settle a request whose deadline passed; one already settled is returned as is."""

@@ -1,8 +1,11 @@
 """Approval: a tool call held open until an operator allows or denies it, or time runs out.
 
-pending → decided (allow | deny, by an operator key) | expired (the rule's `onTimeout`).
-Exactly one of Decided and Expired follows Requested: both are the aggregate's second
-event, so a decision racing the deadline loses to whichever was stored first.
+pending → decided (allow | deny, by an operator key) | expired (the rule's `onTimeout`)
+| abandoned (the held hook request's caller went away before anyone decided: the runtime
+stopped waiting and did whatever it does on a hook timeout, so no decision can reach it).
+Exactly one of Decided, Expired and Abandoned follows Requested: each is the aggregate's
+second event, so a decision racing the deadline or the caller's departure loses to
+whichever was stored first.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from domain.errors import InvalidState, RuleViolation
 from domain.hook_dispatch import Decision, HandlerRun, Outcome
 from domain.ids import stable_id
 
-PENDING, DECIDED, EXPIRED = "pending", "decided", "expired"
-APPROVAL_STATES: Final = (PENDING, DECIDED, EXPIRED)
+PENDING, DECIDED, EXPIRED, ABANDONED = "pending", "decided", "expired", "abandoned"
+APPROVAL_STATES: Final = (PENDING, DECIDED, EXPIRED, ABANDONED)
 ALLOW, DENY = "allow", "deny"
 Verdict = Literal["allow", "deny"]
 VERDICTS: Final = (ALLOW, DENY)
@@ -85,6 +88,8 @@ class Approval(TachographAggregate):
             raise RuleViolation("forSession applies to an allow decision only.")
         if reason is not None and len(reason) > REASON_LIMIT:
             raise RuleViolation(f"reason is longer than {REASON_LIMIT} characters.")
+        if self.status == ABANDONED:
+            raise Abandoned(self.id)
         if self.status != PENDING:
             raise InvalidState("Approval", self.status, DECIDED)
         self._decided(verdict, actor, reason, for_session, at)
@@ -111,8 +116,33 @@ class Approval(TachographAggregate):
         self.verdict = verdict
         self.actor = "system"
 
+    def abandon(self, at: datetime) -> None:
+        """The held request's caller is gone (connection closed, client timed out): no
+        answer can reach the runtime any more, so nobody may decide it afterwards."""
+        if self.status != PENDING:
+            raise InvalidState("Approval", self.status, ABANDONED)
+        self._abandoned(at)
 
-declare_event_versions(Approval, Created=1, Decided=1, Expired=1)
+    @event("Abandoned", topic="Approval.Abandoned")
+    def _abandoned(self, at: datetime) -> None:
+        self.status = ABANDONED
+        self.actor = "system"
+
+
+class Abandoned(InvalidState):
+    """A decision on an approval whose caller stopped waiting: 409 saying why."""
+
+    def __init__(self, approval_id: UUID) -> None:
+        super().__init__("Approval", ABANDONED, DECIDED)
+        self.message = (
+            f"Approval {approval_id} is abandoned: the agent's hook stopped waiting for it "
+            "(the runtime's hook timeout passed or its connection closed) before anyone "
+            "decided, so no decision can reach the call any more; it cannot become decided."
+        )
+        self.args = (self.message,)
+
+
+declare_event_versions(Approval, Created=1, Decided=1, Expired=1, Abandoned=1)
 
 APPROVAL_HANDLER: Final = "approval"
 
@@ -152,7 +182,12 @@ def settled_decision(asked: Decision, approval: Approval, waited_ms: int) -> Dec
                 why += f": {approval.reason}"
         run = HandlerRun(run_id, "pass", None, why, waited_ms, approval=approval_record(approval))
         return _allowed(asked, run)
-    if approval.status == EXPIRED:
+    if approval.status == ABANDONED:
+        why = (
+            f"This call's request for approval (approval {approval.id}) was abandoned when "
+            "an earlier hook stopped waiting for it; make the call again to ask anew."
+        )
+    elif approval.status == EXPIRED:
         why = (
             "No operator decided within the deadline, so the call was denied "
             f"(approval {approval.id})."
@@ -191,6 +226,21 @@ def _allowed(asked: Decision, run: HandlerRun) -> Decision:
         (*asked.runs, run),
         approved=True,
     )
+
+
+ABANDONED_RUN: Final = f"{APPROVAL_HANDLER}:abandoned"
+
+
+def abandoned_decision(asked: Decision, approval: Approval, waited_ms: int) -> Decision:
+    """What the log keeps for a held call whose caller went away: still `ask`, since no
+    answer reached the runtime, which decided on its own whether the call ran (its
+    PostToolUse, if one comes, says it did)."""
+    why = (
+        f"No decision reached the agent: its hook stopped waiting after {waited_ms / 1000:.1f} s, "
+        f"before anyone decided (approval {approval.id} abandoned)."
+    )
+    run = HandlerRun(ABANDONED_RUN, "ask", None, why, waited_ms)
+    return Decision("ask", why, asked.additional_context, None, (*asked.runs, run))
 
 
 def still_pending(asked: Decision, approval: Approval) -> Decision:

@@ -7,12 +7,15 @@ parsed rule means.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
 # The events a tool call can be held on: the runtime asks before the call runs.
 APPROVAL_EVENTS: Final = frozenset({"PreToolUse", "PermissionRequest"})
 DEFAULT_TIMEOUT_S: Final = 120
+# Where a managed handler may answer `ask` (domain/lifecycle_events.py EVENT_OUTCOMES).
+ASKING_EVENTS: Final = frozenset({"PreToolUse"})
 # Claude Code waits up to 600 s for a command hook by default; no runtime waits longer.
 MAX_TIMEOUT_S: Final = 600
 ON_TIMEOUT: Final = ("deny", "allow")
@@ -62,3 +65,17 @@ class ApprovalRules:
     def may_hold(self, event: str, tool_name: str | None) -> bool:
         """Whether a call could be held at all (without looking at its input)."""
         return event in APPROVAL_EVENTS and tool_name in self.tools
+
+
+def longest_hold_s(rules: ApprovalRules, handler_events: Iterable[str]) -> int:
+    """The longest a hook request can be held on this server, in seconds (0: never).
+
+    A rule holds a call for its `timeoutS`; a handler on PreToolUse may answer `ask`,
+    which holds the call for DEFAULT_TIMEOUT_S. Hooks must wait at least this long, or
+    a runtime stops waiting before the decision (`tachograph hook install` reads it
+    from `GET /api/health` as `longestHoldS`).
+    """
+    holds = [rule.timeout_s for rule in rules.rules]
+    if any(event in ASKING_EVENTS for event in handler_events):
+        holds.append(DEFAULT_TIMEOUT_S)
+    return max(holds, default=0)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, Protocol
 from uuid import UUID
 
@@ -23,7 +23,9 @@ from eventsourcing.persistence import Recording
 
 log = logging.getLogger(__name__)
 
-SETTLED_TOPICS: Final = ("Approval.Decided", "Approval.Expired")
+SETTLED_TOPICS: Final = ("Approval.Decided", "Approval.Expired", "Approval.Abandoned")
+# How a wait ended: the approval settled, the wait ran out, or the caller went away.
+SETTLED, TIMED_OUT, GONE = "settled", "timed_out", "gone"
 POLL_S: Final = 0.05
 _BATCH: Final = 500
 
@@ -60,9 +62,14 @@ class HeldApprovals:
         return sum(len(futures) for futures in self._waiting.values())
 
     async def wait(
-        self, approval_id: UUID, timeout_s: float, pending: Callable[[], bool] | None = None
-    ) -> bool:
-        """Wait until the approval settles or `timeout_s` passes; True when it settled.
+        self,
+        approval_id: UUID,
+        timeout_s: float,
+        pending: Callable[[], bool] | None = None,
+        gone: Awaitable[None] | None = None,
+    ) -> str:
+        """Wait until the approval settles, `timeout_s` passes, or `gone` completes (the
+        caller closed its connection); SETTLED, TIMED_OUT or GONE.
 
         `pending` is asked once the wait is registered: a decision made between the
         request and this call (saved, polled past) would otherwise go unseen.
@@ -78,14 +85,24 @@ class HeldApprovals:
         self._waiting.setdefault(approval_id, set()).add(future)
         if self._poller is None or self._poller.done():
             self._poller = loop.create_task(self._poll())
+        watcher = asyncio.ensure_future(gone) if gone is not None else None
         try:
             if pending is not None and not await to_thread.run_sync(pending):
-                return True
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+                return SETTLED
+            waiters: set[asyncio.Future[None]] = {future}
+            if watcher is not None:
+                waiters.add(watcher)
+            done, _ = await asyncio.wait(
+                waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if future in done:
+                return SETTLED
+            if watcher is not None and watcher in done and watcher.exception() is None:
+                return GONE
+            return TIMED_OUT
         finally:
+            if watcher is not None:
+                watcher.cancel()
             futures = self._waiting.get(approval_id)
             if futures is not None:
                 futures.discard(future)

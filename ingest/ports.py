@@ -101,6 +101,9 @@ class ApprovalLog(Protocol):
     def expire(self, approval_id: UUID, at: datetime) -> Approval:
         """Settle a request past its deadline; one already settled is returned as is."""
 
+    def abandon(self, approval_id: UUID, at: datetime) -> Approval:
+        """Settle a request whose caller went away; one already settled is returned as is."""
+
     def workspace(self, session_id: UUID) -> str | None:
         """The workspace a session lives in (rules may be per workspace)."""
 

@@ -24,7 +24,15 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.agent_ids import agent_id_for
-from domain.approval import APPROVAL_HANDLER, settled_decision, still_pending
+from domain.approval import (
+    ABANDONED as APPROVAL_ABANDONED,
+)
+from domain.approval import (
+    APPROVAL_HANDLER,
+    abandoned_decision,
+    settled_decision,
+    still_pending,
+)
 from domain.approval import PENDING as APPROVAL_PENDING
 from domain.approval_rules import ApprovalRules
 from domain.dispatch_facts import dispatch_facts
@@ -264,6 +272,28 @@ class HookIngest:
             pending.ev,
             pending.dispatch_id,
             decision,
+            pending.actor,
+            pending.render,
+            pending.received,
+            None,
+        )
+
+    def abandon(self, pending: PendingApproval) -> Ingested:
+        """The held call's caller went away before its approval settled: the approval is
+        abandoned (a decision afterwards is refused) and the call recorded as still asking,
+        since no answer reached the runtime. A settlement stored first stands instead."""
+        approvals = self.approvals.log
+        assert approvals is not None
+        now = self._clock()
+        approval = approvals.abandon(pending.approval_id, now)
+        if approval.status != APPROVAL_ABANDONED:
+            return self.settle(pending)
+        waited_ms = max(0, int((now - pending.received).total_seconds() * 1000))
+        return self._finish(
+            pending.session_id,
+            pending.ev,
+            pending.dispatch_id,
+            abandoned_decision(pending.asked, approval, waited_ms),
             pending.actor,
             pending.render,
             pending.received,

@@ -1,8 +1,11 @@
 """Auditor search read model: every tool call across sessions, searchable by tool, text
 in its input summary, decision, workspace, session and time.
 
-One row per PreToolUse (the call an agent asked to make, and the decision it got); its
-PostToolUse or PostToolUseFailure adds how it ended. Rows are kept until their session
+One row per PreToolUse (the call an agent asked to make, and the decision it got); how
+it ended (its PostToolUse or PostToolUseFailure) is kept in a table of its own, keyed by
+the call, and joined when read: the Post of a call whose hook stopped waiting arrives
+before the decision on its Pre, and either order gives the same rows, live or rebuilt
+(projections/call_endings.py derives the status from both). Rows are kept until their session
 is deleted (the log keeps everything regardless). The input summaries also go into a
 text-search table with the same row ids on SQLite (FTS5 with the trigram tokenizer);
 PostgreSQL indexes the summary column itself with pg_trgm, so its planner weighs the
@@ -18,6 +21,7 @@ from typing import Any, Literal
 from domain.hook_config import TOOL_EVENTS
 from projections import decided_by, deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
+from projections.call_endings import decision_status, ended_status, held_for_approval
 from projections.store import Cursor, ReadStore
 from projections.timeline import call_status, deciding_handler
 
@@ -37,8 +41,7 @@ _CALL_COLUMNS = (
     "subagent_id",
     "received_at",
     "recorded_at",
-    "bytes",
-    "duration_ms",
+    "held",
     "decided_by",
 )
 _WORKSPACES_KEPT = 10_000
@@ -52,7 +55,7 @@ class ActivityProjection(Projection):
             "CREATE TABLE IF NOT EXISTS {t} (position BIGINT PRIMARY KEY, "
             "session_id TEXT NOT NULL, workspace_id TEXT, turn_id TEXT, tool_call_id TEXT, "
             "tool TEXT, summary TEXT, decision TEXT NOT NULL, handler_id TEXT, status TEXT, "
-            "bytes BIGINT, duration_ms BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT, "
+            "held BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT, "
             "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT)",
             # A call's Post finds its row; the filters each read newest first.
             "CREATE INDEX IF NOT EXISTS {t}_call ON {t} (session_id, tool_call_id)",
@@ -62,18 +65,26 @@ class ActivityProjection(Projection):
             "CREATE TRIGRAM INDEX IF NOT EXISTS {t}_summary_trgm ON {t} (summary)",
         ],
         "activity_text": ["CREATE TEXT SEARCH TABLE IF NOT EXISTS {t} (summary)"],
+        # How each call ended, by call: written whether or not its Pre is in yet.
+        "activity_endings": [
+            "CREATE TABLE IF NOT EXISTS {t} (session_id TEXT NOT NULL, "
+            "tool_call_id TEXT NOT NULL, position BIGINT NOT NULL, status TEXT NOT NULL, "
+            "bytes BIGINT, duration_ms BIGINT, PRIMARY KEY (session_id, tool_call_id))"
+        ],
         "activity_sessions": [
             "CREATE TABLE IF NOT EXISTS {t} (session_id TEXT PRIMARY KEY, workspace_id TEXT)"
         ],
         "activity_deleted": [deleted_sessions.DDL],
         "activity_clock": [recorded_clock.DDL],
     }
-    added_columns = {"activity": ("decided_by",)}
+    # Columns later releases added: a table without them is rebuilt from the log (the
+    # endings table came with "held": a live table without it lacks its rows).
+    added_columns = {"activity": ("decided_by", "held")}
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
         self._calls: dict[tuple[str, str], dict[str, Any]] = {}
-        self._endings: list[dict[str, Any]] = []
+        self._endings: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._workspaces: dict[str, str | None] = {}
         self._new_sessions: dict[str, str | None] = {}
         self._gone = deleted_sessions.DeletedSessions()
@@ -121,7 +132,8 @@ class ActivityProjection(Projection):
                 "summary": facts.get("input_summary"),
                 "decision": d["outcome"],
                 "handler_id": deciding_handler(d),
-                "status": "denied" if d["outcome"] == "deny" else None,
+                "status": decision_status(d["outcome"]),
+                "held": 1 if held_for_approval(d) else None,
                 "at": e.at,
                 "agent": d["agent"],
                 "subagent_id": d["subagent_id"],
@@ -130,16 +142,15 @@ class ActivityProjection(Projection):
                 "decided_by": decided_by.stored(d),
             }
             return
-        ending = {
-            "status": call_status(event, facts),
-            "bytes": (facts.get("response") or {}).get("bytes"),
-            "duration_ms": facts.get("duration_ms"),
-        }
-        pending = self._calls.get((session_id, call_key))
-        if pending is not None:
-            pending.update(ending)
-        elif d["tool_call_id"]:
-            self._endings.append({**ending, "session_id": session_id, "call": call_key})
+        if d["tool_call_id"]:  # without one, no Pre can be matched to it
+            self._endings[(session_id, call_key)] = (
+                session_id,
+                call_key,
+                e.position,
+                call_status(event, facts),
+                (facts.get("response") or {}).get("bytes"),
+                facts.get("duration_ms"),
+            )
 
     def _workspace(self, cur: Cursor, session_id: str) -> str | None:
         if session_id not in self._workspaces:
@@ -177,12 +188,12 @@ class ActivityProjection(Projection):
             self._calls.clear()
         if self._endings:
             cur.executemany(
-                f"UPDATE {self.t['activity']} SET status = COALESCE(?, status), "
-                "bytes = ?, duration_ms = ? WHERE session_id = ? AND tool_call_id = ?",
-                [
-                    (x["status"], x["bytes"], x["duration_ms"], x["session_id"], x["call"])
-                    for x in self._endings
-                ],
+                f"INSERT INTO {self.t['activity_endings']} (session_id, tool_call_id, "
+                "position, status, bytes, duration_ms) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT (session_id, tool_call_id) DO UPDATE SET "
+                "position = excluded.position, status = excluded.status, "
+                "bytes = excluded.bytes, duration_ms = excluded.duration_ms",
+                list(self._endings.values()),
             )
             self._endings.clear()
 
@@ -196,6 +207,7 @@ class ActivityProjection(Projection):
             (e.key,),
         )
         cur.execute(f"DELETE FROM {table} WHERE session_id = ?", (e.key,))
+        cur.execute(f"DELETE FROM {self.t['activity_endings']} WHERE session_id = ?", (e.key,))
         self._gone.mark(cur, e.key)
 
 
@@ -262,9 +274,19 @@ def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, 
         else:
             where.append("LOWER(a.summary) LIKE ? ESCAPE '\\'")
             params.append(f"%{_like_escape(q.contains.lower())}%")
-    sql = f"SELECT a.* FROM {source}"
-    if where:
-        sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
+    # How each call ended, joined by call (see the module's note).
+    endings = (
+        "LEFT JOIN rm_activity_endings e ON e.session_id = a.session_id "
+        "AND e.tool_call_id = a.tool_call_id"
+    )
+    head, _, text_match = source.partition(" WHERE ")
+    sql = (
+        "SELECT a.*, e.status AS ran, e.position AS ran_position, e.bytes, e.duration_ms "
+        f"FROM {head} {endings}"
+    )
+    conditions = [text_match, *where] if text_match else where
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
     text_led = q.contains and len(q.contains) >= MIN_TEXT_SEARCH and store.dialect == "sqlite"
     sql += " ORDER BY rm_activity_text.rowid DESC" if text_led else " ORDER BY a.position DESC"
     sql += " LIMIT ?"
@@ -305,7 +327,10 @@ def _item(r: dict[str, Any]) -> dict[str, Any]:
         "summary": r["summary"],
         "decision": r["decision"],
         "handlerId": r["handler_id"],
-        "status": r["status"] or "no_result",
+        "status": ended_status(
+            r["status"], bool(r["held"]), int(r["position"]), r["ran"], r["ran_position"]
+        )
+        or "no_result",
         "bytes": r["bytes"],
         "durationMs": r["duration_ms"],
         "agent": r["agent"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from domain.approval import ALLOW, DECIDED, PENDING
+from domain.approval import ABANDONED, ALLOW, DECIDED, PENDING
 from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
 
@@ -91,6 +91,14 @@ class ApprovalsProjection(Projection):
             (e.data["verdict"], e.at, e.position, e.key),
         )
 
+    @handles("Approval.Abandoned")
+    def abandoned(self, cur: Cursor, e: Envelope) -> None:
+        cur.execute(
+            f"UPDATE {self.t['approvals']} SET status = ?, actor = 'system', settled_at = ?, "
+            "position = ? WHERE id = ?",
+            (ABANDONED, e.at, e.position, e.key),
+        )
+
 
 def approval_row(r: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
     """Wire shape of an approval; `secondsLeft` is derived at read time from the deadline."""
@@ -163,13 +171,14 @@ def reusable_approval(
     settled_within_s: float,
     now: datetime | None = None,
 ) -> str | None:
-    """A request for the same call that is pending, or settled a moment ago."""
+    """A request for the same call that is pending, or settled a moment ago (an abandoned
+    one answered nobody: the same call asks anew)."""
     since = iso((now or datetime.now(UTC)) - timedelta(seconds=settled_within_s))
     same = "input_summary IS NULL" if summary is None else "input_summary = ?"
     row = store.query_one(
         f"SELECT id FROM rm_approvals WHERE session_id = ? AND tool_name = ? AND {same} "
-        "AND (status = ? OR settled_at >= ?) ORDER BY position DESC LIMIT 1",
-        (session_id, tool_name, *([] if summary is None else [summary]), PENDING, since),
+        "AND (status = ? OR (settled_at >= ? AND status <> ?)) ORDER BY position DESC LIMIT 1",
+        (session_id, tool_name, *([] if summary is None else [summary]), PENDING, since, ABANDONED),
     )
     return str(row["id"]) if row else None
 

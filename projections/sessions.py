@@ -8,6 +8,7 @@ from operator import itemgetter
 from typing import Any
 
 from projections.base import Envelope, Projection, handles
+from projections.call_endings import held_for_approval
 from projections.store import Cursor, ReadStore
 
 SESSION_COLUMNS = (
@@ -129,7 +130,11 @@ class SessionsProjection(Projection):
             changes["title"] = d["title_hint"]
         if d["event_name"] == "Stop" and d["summary_hint"]:
             changes["summary"] = d["summary_hint"]
-        status = next_status(row["status"], d["event_name"])
+        # A call held for an operator is recorded when its approval settles, perhaps
+        # after the turn or the session ended: it says nothing of the session's state
+        # now, so only calls answered as they came move the status.
+        late = d["event_name"] == "PreToolUse" and held_for_approval(d)
+        status = row["status"] if late else next_status(row["status"], d["event_name"])
         if status != row["status"]:
             changes["status"] = status
         self._update(cur, e, session_id=session_id, **changes)

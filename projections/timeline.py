@@ -24,6 +24,7 @@ from domain.lifecycle_events import (
 )
 from projections import decided_by, deleted_sessions, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
+from projections.call_endings import DENIED, decision_status, ended_status, held_for_approval
 from projections.deliveries import session_deliveries
 from projections.store import Cursor, ReadStore
 
@@ -61,6 +62,13 @@ COLUMNS: dict[str, str] = {
     "received_at": FIRST,
     "recorded_at": FIRST,
     "decided_by": LAST,
+    # A call's facts, each from the one event that states it; its status is derived from
+    # all of them when read (projections/call_endings.py), whatever order they came in.
+    "held": LAST,
+    "pre_position": LAST,
+    "pre_status": LAST,
+    "ran": LAST,
+    "ran_position": LAST,
 }
 _NAMES = ("session_id", "entry_key", *COLUMNS)
 
@@ -100,7 +108,9 @@ def entry_of(d: dict[str, Any], position: int, at: str) -> tuple[str, dict[str, 
             "tool_call_id": call_id,
             "summary": facts.get("input_summary"),
         }
-        entry |= _pre(d, facts) if event == "PreToolUse" else _post(event, facts)
+        entry |= (
+            _pre(d, facts, position) if event == "PreToolUse" else _post(event, facts, position)
+        )
     elif event in ("SubagentStart", "SubagentStop"):
         key = f"agent:{d['subagent_id']}" if d["subagent_id"] else key
         entry["kind"] = "subagent"
@@ -143,20 +153,22 @@ def _decided(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pre(d: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+def _pre(d: dict[str, Any], facts: dict[str, Any], position: int) -> dict[str, Any]:
     fields = _decided(d)
     if "original_input" in facts:
         fields["rewritten"] = _json(facts.get("input"))
         fields["original"] = _json(facts["original_input"])
-    if d["outcome"] == "deny":
-        fields["status"] = "denied"
+    fields["pre_position"] = position
+    fields["pre_status"] = decision_status(d["outcome"])
+    fields["held"] = 1 if held_for_approval(d) else None
     return fields
 
 
-def _post(event: str, facts: dict[str, Any]) -> dict[str, Any]:
+def _post(event: str, facts: dict[str, Any], position: int) -> dict[str, Any]:
     response = facts.get("response") or {}
     return {
-        "status": call_status(event, facts),
+        "ran": call_status(event, facts),
+        "ran_position": position,
         "bytes": response.get("bytes"),
         "duration_ms": facts.get("duration_ms"),
         "error": facts.get("error"),
@@ -207,7 +219,8 @@ class TimelineProjection(Projection):
             "summary TEXT, subagent_id TEXT, agent_type TEXT, text TEXT, decision TEXT, "
             "handler_id TEXT, reason TEXT, rewritten TEXT, original TEXT, status TEXT, "
             "bytes BIGINT, duration_ms BIGINT, error TEXT, result TEXT, "
-            "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT, "
+            "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT, held BIGINT, "
+            "pre_position BIGINT, pre_status TEXT, ran TEXT, ran_position BIGINT, "
             "PRIMARY KEY (session_id, entry_key))",
             # Capping walks a lane newest first; pages of turns read a session's rows.
             "CREATE INDEX IF NOT EXISTS {t}_lane ON {t} (session_id, lane, position)",
@@ -215,7 +228,10 @@ class TimelineProjection(Projection):
         "timeline_deleted": [deleted_sessions.DDL],
         "timeline_clock": [recorded_clock.DDL],
     }
-    added_columns = {"timeline": ("decided_by",)}
+    # Columns later releases added: a table without them is rebuilt from the log.
+    added_columns = {
+        "timeline": ("decided_by", "held", "pre_position", "pre_status", "ran", "ran_position")
+    }
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
@@ -428,7 +444,7 @@ def build_turns(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for turn in turns.values():
         calls = [*turn["calls"], *(c for a in turn["subagents"] for c in a["calls"])]
         turn["toolCalls"] = len(calls)
-        turn["denials"] = sum(1 for c in calls if c["decision"] == "deny")
+        turn["denials"] = sum(1 for c in calls if c["status"] == DENIED)
     return turns
 
 
@@ -460,7 +476,7 @@ def _call(row: dict[str, Any]) -> dict[str, Any]:
         **_decision(row),
         "rewrittenInput": _loads(row["rewritten"]),
         "originalInput": _loads(row["original"]),
-        "status": row["status"] or "no_result",
+        "status": derived_status(row) or "no_result",
         "bytes": row["bytes"],
         "durationMs": row["duration_ms"],
         "error": row["error"],
@@ -470,6 +486,17 @@ def _call(row: dict[str, Any]) -> dict[str, Any]:
         "recordedAt": row["recorded_at"],
         "position": int(row["position"]),
     }
+
+
+def derived_status(row: dict[str, Any]) -> str | None:
+    """A call's status from the facts its row keeps (projections/call_endings.py)."""
+    return ended_status(
+        row["pre_status"],
+        bool(row["held"]),
+        row["pre_position"],
+        row["ran"],
+        row["ran_position"],
+    )
 
 
 def _loads(text: str | None) -> Any:

@@ -10,7 +10,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from domain.application import Tachograph
-from domain.approval import PENDING, Approval
+from domain.approval import ABANDONED, PENDING, Approval
 from projections.approvals import reusable_approval, session_allowance
 from projections.store import ReadStore
 
@@ -48,6 +48,9 @@ class AppApprovals:
     def expire(self, approval_id: UUID, at: datetime) -> Approval:
         return self.app.expire_approval(approval_id, at)
 
+    def abandon(self, approval_id: UUID, at: datetime) -> Approval:
+        return self.app.abandon_approval(approval_id, at)
+
     def workspace(self, session_id: UUID) -> str | None:
         return self._workspace_of(session_id)  # cached where it is looked up (bootstrap)
 
@@ -69,6 +72,8 @@ class AppApprovals:
     def _still_answers(self, approval: Approval) -> bool:
         if approval.status == PENDING:
             return True
+        if approval.status == ABANDONED:
+            return False  # nobody heard it: the same call asks anew
         settled_at = approval.modified_on
         return (datetime.now(UTC) - settled_at).total_seconds() <= self._reuse_within_s
 

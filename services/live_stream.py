@@ -153,6 +153,7 @@ FEEDS: Mapping[str, tuple[Feed, ...]] = {
     "Approval.Requested": (APPROVAL_REQUESTED,),
     "Approval.Decided": (APPROVAL_DECIDED,),
     "Approval.Expired": (APPROVAL_DECIDED,),
+    "Approval.Abandoned": (APPROVAL_DECIDED,),
 }
 
 

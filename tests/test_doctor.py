@@ -69,6 +69,7 @@ def test_healthy_setup_passes_every_check(settings: Settings, tmp_path: Path) ->
         "path",
         "credentials",
         "runtimes",
+        "holds",
         "hooks.log",
     ]
     assert result.returncode == 0, result.stdout

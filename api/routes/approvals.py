@@ -24,7 +24,7 @@ from projections.approvals import get_approval_row, list_approvals
 
 router = APIRouter(prefix="/api/approvals", tags=["approvals"], route_class=StrictJSONRoute)
 
-ApprovalStatus = Literal["pending", "decided", "expired"]
+ApprovalStatus = Literal["pending", "decided", "expired", "abandoned"]
 assert set(ApprovalStatus.__args__) == set(APPROVAL_STATES)  # type: ignore[attr-defined]
 
 
@@ -76,7 +76,8 @@ async def decide(
     actor: ActorDep,
     response: Response,
 ) -> dict[str, Any]:
-    """Allow or deny a pending call; one already decided or expired → 409 naming its state.
+    """Allow or deny a pending call; one already decided, expired or abandoned (its caller
+    stopped waiting) → 409 naming its state.
 
     The held hook request wakes as soon as this is durable, on whichever replica holds it.
     """

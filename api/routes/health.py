@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
 from api.input_limits import StrictJSONRoute
+from domain.approval_rules import longest_hold_s
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
@@ -30,4 +31,7 @@ def health(services: ServicesDep) -> JSONResponse:
     }
     body["scheduler"] = services.scheduler.state
     body["executor"] = "command" if services.settings.task_command else "none"
+    # How long a hook request may be held for an operator: hooks must wait longer.
+    ingest = services.ingest
+    body["longestHoldS"] = longest_hold_s(ingest.approvals.rules, ingest.config.handlers)
     return JSONResponse(body, status_code=200 if head is not None else 503)

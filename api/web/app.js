@@ -105,6 +105,16 @@ function badge(status) {
   return h("span", { class: `badge s-${status}` }, status || "—");
 }
 
+// A tool call's status, in words where the code alone would mislead (projections/call_endings.py).
+const CALL_STATUS_WORDS = {
+  ran_undecided: "ran while awaiting approval",
+  abandoned: "abandoned: no decision reached the agent",
+};
+
+function callStatusBadge(status) {
+  return h("span", { class: `badge s-${status}`, "data-status": status || "" }, CALL_STATUS_WORDS[status] || status || "—");
+}
+
 function setBadge(el, status) {
   setText(el, status || "");
   setAttr(el, "class", `badge s-${status}`);
@@ -1513,7 +1523,7 @@ function decidedByNote(row) {
 
 function callRow(call) {
   const rewritten = call.rewrittenInput !== null && call.rewrittenInput !== undefined;
-  const classes = ["call", call.decision === "deny" ? "denied" : "", rewritten ? "rewritten" : ""];
+  const classes = ["call", call.status === "denied" ? "denied" : "", rewritten ? "rewritten" : ""];
   return h(
     "li",
     { class: classes.filter(Boolean).join(" "), "data-call": call.toolCallId || "" },
@@ -1524,7 +1534,7 @@ function callRow(call) {
     badge(call.decision || "no decision"),
     decidedByNote(call),
     " ",
-    badge(call.status),
+    callStatusBadge(call.status),
     call.durationMs !== null && call.durationMs !== undefined ? ` ${call.durationMs} ms` : "",
     call.bytes !== null && call.bytes !== undefined ? ` · ${call.bytes} B` : "",
     call.reason ? h("div", { class: "reason" }, call.reason) : null,
@@ -1731,13 +1741,13 @@ function isoToLocal(value) {
 function activityRow(item) {
   return h(
     "tr",
-    { "data-position": String(item.position), class: item.decision === "deny" ? "denied" : "" },
+    { "data-position": String(item.position), class: item.status === "denied" ? "denied" : "" },
     h("td", { class: "when" }, timeEl(item.at)),
     h("td", null, link(`#sessions/${item.sessionId}`, shortId(item.sessionId))),
     h("td", null, item.tool || "?"),
     h("td", null, h("code", null, item.summary || "")),
     h("td", null, badge(item.decision), decidedByNote(item)),
-    h("td", null, badge(item.status)),
+    h("td", null, callStatusBadge(item.status)),
   );
 }
 
@@ -2708,6 +2718,7 @@ async function loadApprovals(minPosition) {
     read("pending", PENDING_READ),
     read("decided", SETTLED_SHOWN),
     read("expired", SETTLED_SHOWN),
+    read("abandoned", SETTLED_SHOWN),
   ]);
   const listed = new Set();
   for (const { items } of lists) {
@@ -2825,6 +2836,10 @@ function pendingItem(row) {
 function settledRow(row) {
   const outcome = [badge(row.decision)];
   if (row.status === "expired") outcome.push(" ", h("span", { class: "badge s-expired" }, "expired"));
+  if (row.status === "abandoned") {
+    // Nobody decided: the agent's hook stopped waiting, and the runtime went on its own way.
+    outcome.splice(0, 1, h("span", { class: "badge s-abandoned", title: "the agent's hook stopped waiting before anyone decided" }, "abandoned"));
+  }
   if (row.forSession) outcome.push(" ", h("span", { class: "muted" }, "for the session"));
   return h(
     "tr",
@@ -2929,7 +2944,7 @@ async function decideApproval(button) {
   } catch (error) {
     showMessage(errorEl, `Refused: ${describe(error)}`);
     if (error instanceof ApiError && error.status === 409) {
-      // Decided elsewhere or expired: show what it became.
+      // Decided elsewhere, expired or abandoned: show what it became.
       try {
         learnApproval(await api(`/api/approvals/${encodeURIComponent(id)}`));
       } catch (again) {

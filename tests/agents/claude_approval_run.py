@@ -6,19 +6,26 @@ For tests/agents/test_claude_code_approval.py. Run it inside a loopback-only net
 namespace (harness.run_driver): it starts `tachograph serve` on SQLite in DIR/data with a
 `TACHOGRAPH_APPROVALS` rule for the scripted Bash command, the Messages API stand-in
 (anthropic_standin.py) and `claude -p`, all on 127.0.0.1 there. Two runs, each in its own
-project and HOME with native HTTP hooks (`tachograph hook install claude <project> --http`):
-`allowed` and `denied`. While Claude Code waits on its PreToolUse hook, this driver plays
-the operator: it finds the request in `GET /api/approvals?status=pending`, lets it wait
-S seconds, checks the command has not run, then decides with the admin key (which only
-serve and the operator hold; Claude Code has an agent token). DIR/report.json gets, per
-run, what the operator saw and answered, the CLI's exit code and output, what the stand-in
-received and which files the command made.
+project and HOME with hooks from `tachograph hook install claude <project>` run against
+serve (so it reads `longestHoldS` and writes the waits from it): `allowed` and `denied`
+with native HTTP hooks (`--http`), `command_allowed` with command hooks. While Claude Code
+waits on its PreToolUse hook, this driver plays the operator: it finds the request in
+`GET /api/approvals?status=pending`, lets it wait S seconds, checks the command has not
+run, then decides with the admin key (which only serve and the operator hold; Claude Code
+has an agent token). A fourth run, `gave_up`, has command hooks whose client wait is cut
+to GIVE_UP_S, as a hook installed before the rule grew would be: the client stops
+waiting, Claude Code runs the call, and the operator's later deny is refused.
+DIR/report.json gets, per run, what the operator saw and answered, the CLI's exit code
+and output, what the stand-in received and which files the command made, and
+`tachograph replay`'s verdict after all runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -46,7 +53,16 @@ RULE = {"id": RULE_ID, "tool": "Bash", "match": r"^touch APPROVED\.txt$", "timeo
 ALLOW_REASON = "claude-approval: marker reviewed"
 DENY_REASON = "claude-approval: no marker on a frozen branch"
 FINAL_TEXT = "Approval handled."
-RUNS = {"allowed": ("allow", ALLOW_REASON), "denied": ("deny", DENY_REASON)}
+RUNS = {
+    "allowed": ("allow", ALLOW_REASON),
+    "denied": ("deny", DENY_REASON),
+    "command_allowed": ("allow", ALLOW_REASON),
+}
+# How each run's hooks are installed: native HTTP, or the command hook.
+HOOK_FLAGS = {"allowed": ("--http",), "denied": ("--http",), "command_allowed": ()}
+GAVE_UP = "gave_up"
+GIVE_UP_S = 3
+GAVE_UP_REASON = "claude-approval: too late"
 
 
 def responder(body: dict[str, Any]) -> standin.Reply:
@@ -99,13 +115,26 @@ def run_claude(
     token: str,
     hold_s: float,
 ) -> dict[str, Any]:
-    verdict, reason = RUNS[name]
+    verdict, reason = RUNS.get(name, ("deny", GAVE_UP_REASON))
     home, project = work / name / "home", work / name / "project"
     home.mkdir(parents=True)
     project.mkdir(parents=True)
-    # The entries exactly as installed (no `timeout`): Claude Code's default for an http
-    # hook is what has to outlast the operator.
-    harness.install_hooks("claude", project, serve_url, "--http")
+    # Installed against serve with a reader key: the waits come from its longestHoldS.
+    install_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TACHOGRAPH_API_KEY": ADMIN_KEY}
+    flags = HOOK_FLAGS.get(name, ())
+    harness.tachograph(
+        "hook", "install", "claude", str(project), "--url", serve_url, *flags, env=install_env
+    )
+    settings_file = project / ".claude" / "settings.local.json"
+    installed = json.loads(settings_file.read_text())
+    if name == GAVE_UP:
+        # A client wait shorter than the hold, as an install older than the rule left it.
+        text = re.sub(
+            r"TACHOGRAPH_HOOK_TIMEOUT_S=\d+",
+            f"TACHOGRAPH_HOOK_TIMEOUT_S={GIVE_UP_S}",
+            settings_file.read_text(),
+        )
+        settings_file.write_text(text)
     agent_env = {
         **harness.agent_env(work / name),
         "LANG": "C.UTF-8",
@@ -123,7 +152,10 @@ def run_claude(
             argv, cwd=project, env=agent_env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
         )
         try:
-            operator = decide(api, cli, project, verdict, reason, hold_s)
+            if name == GAVE_UP:
+                operator = decide_too_late(api, cli, verdict, reason)
+            else:
+                operator = decide(api, cli, project, verdict, reason, hold_s)
             exit_code = cli.wait(120)
         finally:
             if cli.poll() is None:
@@ -146,7 +178,8 @@ def run_claude(
         "model_requests": [r.body for r in model.requests[before:] if isinstance(r.body, dict)],
         "model_paths": [f"{r.method} {r.path}" for r in model.requests[before:]],
         "files": harness.files_in(project),
-        "settings": json.loads((project / ".claude" / "settings.local.json").read_text()),
+        "settings": json.loads(settings_file.read_text()),
+        "installed": installed,
     }
 
 
@@ -184,11 +217,41 @@ def decide(
     }
 
 
+def decide_too_late(
+    api: httpx.Client, cli: subprocess.Popen[bytes], verdict: str, reason: str
+) -> dict[str, Any]:
+    """The operator of a hook that gave up: the request is seen pending, Claude Code goes
+    on and ends without a decision, and a deny afterwards is refused."""
+    request, seen_at = wait_pending(api, cli)
+    if request is None:
+        return {"request": None, "seen_at": seen_at}
+    cli.wait(120)
+    row: dict[str, Any] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        row = api.get(f"/api/approvals/{request['id']}").json()
+        if row.get("status") != "pending":
+            break
+        time.sleep(0.1)
+    answered = api.post(
+        f"/api/approvals/{request['id']}/decide", json={"decision": verdict, "reason": reason}
+    )
+    decided_at = time.monotonic()
+    return {
+        "request": request,
+        "seen_at": seen_at,
+        "settled": row,
+        "decide_status": answered.status_code,
+        "decided": answered.json(),
+        "decided_at": decided_at,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--claude", required=True)
-    parser.add_argument("--hold-s", type=float, default=1.5, help="how long the operator waits")
+    parser.add_argument("--hold-s", type=float, default=15, help="how long the operator waits")
     args = parser.parse_args()
     work: Path = args.work
     (work / "workspace").mkdir(parents=True, exist_ok=True)
@@ -207,7 +270,7 @@ def main() -> int:
             httpx.Client(base_url=serve.url, headers=ADMIN, timeout=30, trust_env=False) as api,
             standin.AnthropicStandIn(responder) as model,
         ):
-            for name in RUNS:
+            for name in [*RUNS, GAVE_UP]:
                 report[name] = run_claude(
                     args.claude,
                     work,
@@ -222,6 +285,16 @@ def main() -> int:
             report["standin_errors"] = list(model.errors)
     finally:
         harness.stop_serve(serve)
+    replayed = subprocess.run(
+        [sys.executable, "-m", "cli.main", "replay"],
+        env=env_for(settings),
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report["replay"] = {"exit": replayed.returncode, "stdout": replayed.stdout[-8000:]}
     harness.write_report(work, report)
     return 0
 
