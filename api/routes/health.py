@@ -9,8 +9,18 @@ from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
 from api.input_limits import StrictJSONRoute
+from bootstrap import Services
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
+
+
+def _live_executors(services: Services) -> dict[str, int] | None:
+    if services.tasks is None:
+        return None
+    try:
+        return services.tasks.registry.live_executors()
+    except Exception:  # noqa: BLE001 - health answers whatever it cannot read as unknown
+        return None
 
 
 @router.get("/api/health", response_model=None)
@@ -30,4 +40,6 @@ def health(services: ServicesDep) -> JSONResponse:
     }
     body["scheduler"] = services.scheduler.state
     body["executor"] = "command" if services.settings.task_command else "none"
+    # What the deployment runs: an API replica without an executor beside workers with one.
+    body["executors"] = _live_executors(services) if head is not None else None
     return JSONResponse(body, status_code=200 if head is not None else 503)
