@@ -129,6 +129,15 @@ class DeliveriesProjection(Projection):
 
 # Reading
 
+# The lifecycle event whose hook answer carried a delivery (SessionStart, UserPromptSubmit):
+# its dispatch's hook audit records sit at the same session and position (that table's
+# key), so this is one key lookup per row; null for a task attempt's prompt, and once the
+# audit's per-session cap has dropped the dispatch.
+_WITH_EVENT = (
+    "SELECT d.*, (SELECT h.event FROM rm_hook_audit h WHERE h.session_id = d.session_id "
+    "AND h.position = d.position ORDER BY h.seq LIMIT 1) AS event FROM rm_learned_deliveries d"
+)
+
 
 def delivery_row(r: dict[str, Any]) -> dict[str, Any]:
     """Wire shape of one delivery of a revision."""
@@ -138,6 +147,7 @@ def delivery_row(r: dict[str, Any]) -> dict[str, Any]:
         "dispatchId": r["dispatch_id"],
         "taskId": r["task_id"],
         "attempt": int(r["attempt"]) if r["attempt"] is not None else None,
+        "event": r["event"],
         "at": r["at"],
         "position": int(r["position"]),
         "contentDigest": r["content_digest"],
@@ -161,8 +171,8 @@ def revision_deliveries(
         )
         totals = cur.fetchone()
         cur.execute(
-            "SELECT * FROM rm_learned_deliveries WHERE revision_id = ? AND position < ? "
-            "ORDER BY position DESC, target_id LIMIT ?",
+            f"{_WITH_EVENT} WHERE d.revision_id = ? AND d.position < ? "
+            "ORDER BY d.position DESC, d.target_id LIMIT ?",
             (revision_id, before if before is not None else 2**62, limit),
         )
         rows = cur.fetchall()
@@ -197,6 +207,7 @@ def delivery_item(r: dict[str, Any]) -> dict[str, Any]:
         "dispatchId": r["dispatch_id"],
         "taskId": r["task_id"],
         "attempt": int(r["attempt"]) if r["attempt"] is not None else None,
+        "event": r["event"],
         "position": int(r["position"]),
         "at": r["at"],
         "originWorkspaceId": r["origin_workspace_id"],
@@ -210,8 +221,8 @@ def session_deliveries(
 ) -> list[dict[str, Any]]:
     """A session's delivered items with low < position <= high, in log order."""
     rows = store.query(
-        "SELECT * FROM rm_learned_deliveries WHERE session_id = ? AND position > ? "
-        "AND position <= ? ORDER BY position, target_id",
+        f"{_WITH_EVENT} WHERE d.session_id = ? AND d.position > ? "
+        "AND d.position <= ? ORDER BY d.position, d.target_id",
         (session_id, low, high),
     )
     return [delivery_item(r) for r in rows]

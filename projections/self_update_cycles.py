@@ -95,6 +95,14 @@ def task_workflow(store: ReadStore, task_id: str) -> dict[str, Any] | None:
     }
 
 
+def has_workflow(store: ReadStore, task_id: str) -> bool:
+    """Whether GET /api/tasks/{id}/workflow answers for the task (a cycle has begun)."""
+    found = store.query_one(
+        "SELECT 1 AS x FROM rm_self_update_cycles WHERE task_id = ?", (task_id,)
+    )
+    return found is not None
+
+
 def cycle_outcome_counts(store: ReadStore) -> dict[str, int]:
     """Ended cycle attempts by outcome: the status of each attempt's last phase."""
     rows = store.query(

@@ -21,6 +21,12 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS task_workers (id TEXT PRIMARY KEY, host TEXT NOT NULL, "
     "pid INTEGER NOT NULL, seen_at TEXT NOT NULL)"
 )
+# Workers that run tasks (an executor is configured): API replicas without one answer
+# health with what the whole deployment can run, not only what they run themselves.
+EXECUTORS_DDL = (
+    "CREATE TABLE IF NOT EXISTS task_executors (worker_id TEXT PRIMARY KEY, "
+    "slots INTEGER NOT NULL, seen_at TEXT NOT NULL)"
+)
 
 
 def pid_alive(pid: int) -> bool:
@@ -43,8 +49,10 @@ class WorkerRegistry:
         *,
         stale_after: timedelta = timedelta(seconds=30),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        executor_slots: int = 0,
     ) -> None:
         self.store = store
+        self.executor_slots = executor_slots
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.worker_id = f"{self.host}:{self.pid}:{uuid4().hex[:12]}"
@@ -54,6 +62,7 @@ class WorkerRegistry:
     def ensure_schema(self) -> None:
         with self.store.transaction() as cur:
             cur.execute(DDL)
+            cur.execute(EXECUTORS_DDL)
 
     def beat(self) -> None:
         """Record that this worker is alive."""
@@ -63,18 +72,35 @@ class WorkerRegistry:
                 "ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
                 (self.worker_id, self.host, self.pid, iso(self.clock())),
             )
+            if self.executor_slots:
+                cur.execute(
+                    "INSERT INTO task_executors (worker_id, slots, seen_at) VALUES (?,?,?) "
+                    "ON CONFLICT (worker_id) DO UPDATE SET seen_at = excluded.seen_at",
+                    (self.worker_id, self.executor_slots, iso(self.clock())),
+                )
 
     def forget(self) -> None:
         """Remove this worker's row (clean shutdown)."""
         with self.store.transaction() as cur:
             cur.execute("DELETE FROM task_workers WHERE id = ?", (self.worker_id,))
+            cur.execute("DELETE FROM task_executors WHERE worker_id = ?", (self.worker_id,))
 
     def prune(self, older_than: timedelta = timedelta(days=1)) -> None:
         """Drop rows of workers long gone (daily maintenance)."""
         with self.store.transaction() as cur:
-            cur.execute(
-                "DELETE FROM task_workers WHERE seen_at < ?", (iso(self.clock() - older_than),)
-            )
+            cutoff = iso(self.clock() - older_than)
+            cur.execute("DELETE FROM task_workers WHERE seen_at < ?", (cutoff,))
+            cur.execute("DELETE FROM task_executors WHERE seen_at < ?", (cutoff,))
+
+    def live_executors(self) -> dict[str, int]:
+        """Processes with an executor whose heartbeat is fresh, and their task slots."""
+        row = self.store.query_one(
+            "SELECT COUNT(*) AS processes, COALESCE(SUM(slots), 0) AS slots "
+            "FROM task_executors WHERE seen_at >= ?",
+            (iso(self.clock() - self.stale_after),),
+        )
+        assert row is not None  # an aggregate always answers one row
+        return {"live": int(row["processes"]), "slots": int(row["slots"])}
 
     def is_gone(self, worker_id: str | None) -> bool:
         """Whether the named worker can no longer be running anything."""

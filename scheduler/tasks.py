@@ -437,7 +437,9 @@ class TaskRuntime:
         # Every attempt's prompt starts with the `tasks` agent's learned content (SPEC §8).
         self.service = TaskService(app, clock=clock, learned=learned)
         self.schedules = ScheduleService(app, cron_fire_times(settings.timezone), clock=clock)
-        self.registry = WorkerRegistry(store)
+        self.registry = WorkerRegistry(
+            store, executor_slots=settings.task_concurrency if settings.task_command else 0
+        )
         self.executor: TaskExecutor | None = None
         if settings.task_command:
             runner = CommandRunner(

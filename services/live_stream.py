@@ -22,6 +22,7 @@ from projections.approvals import get_approval_row
 from projections.base import Envelope
 from projections.hook_audit import session_hook_records
 from projections.runner import ProjectionRunner, decode
+from projections.session_titles import with_session_titles
 from projections.sessions import session_row
 from projections.store import ReadStore
 from projections.tasks import task_row
@@ -111,7 +112,7 @@ def load_denial(reads: Reads, e: Envelope) -> dict[str, Any]:
 def load_approval(reads: Reads, e: Envelope) -> dict[str, Any]:
     """The approval's row, as GET /api/approvals shows it (redacted input summary)."""
     row = get_approval_row(reads.store, e.key)
-    return _gone(e.key) if row is None else row
+    return _gone(e.key) if row is None else with_session_titles(reads.store, [row])[0]
 
 
 SESSION_UPDATED = Feed("session.updated", _session_of, load_session)

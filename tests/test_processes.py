@@ -54,7 +54,14 @@ def test_sigkill_during_writes_loses_no_acknowledged_write(
     ]
     for w in writers:
         w.start()
-    time.sleep(2.0)
+    # Kill once writes are being acknowledged, however slow the machine (a fixed 2 s
+    # once saw none under load), while the writers are still writing.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with lock:
+            if len(acknowledged) > 10:
+                break
+        time.sleep(0.05)
     server.signal(signal.SIGKILL)
     server.wait(10)
     stop.set()

@@ -13,6 +13,7 @@ from api.deps import Consistent, ServicesDep
 from api.input_limits import MAX_POSITION, StrictJSONRoute
 from projections.activity import OUTCOME, ActivityQuery, search_activity
 from projections.base import iso
+from projections.session_titles import with_session_titles
 
 router = APIRouter(prefix="/api", tags=["activity"], route_class=StrictJSONRoute)
 
@@ -62,4 +63,5 @@ def activity(
         limit=limit,
     )
     items, next_before = search_activity(services.store, query)
+    items = with_session_titles(services.store, items)
     return {"items": items, "next": next_before, "sortedBy": "recordedAt"}

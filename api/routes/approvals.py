@@ -21,6 +21,7 @@ from bootstrap import Services
 from domain.approval import APPROVAL_STATES, REASON_LIMIT
 from domain.errors import NotFound
 from projections.approvals import get_approval_row, list_approvals
+from projections.session_titles import with_session_titles
 
 router = APIRouter(prefix="/api/approvals", tags=["approvals"], route_class=StrictJSONRoute)
 
@@ -41,7 +42,7 @@ def read_approval(services: Services, approval_id: UUID) -> dict[str, Any]:
     row = get_approval_row(services.store, str(approval_id))
     if row is None:
         raise NotFound(f"Approval {approval_id} does not exist.")
-    return row
+    return with_session_titles(services.store, [row])[0]
 
 
 @router.get("")
@@ -59,7 +60,7 @@ def approvals(
         session_id=str(session_id) if session_id else None,
         limit=limit,
     )
-    return {"items": rows}
+    return {"items": with_session_titles(services.store, rows)}
 
 
 @router.get("/{approval_id}")

@@ -9,9 +9,19 @@ from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
 from api.input_limits import StrictJSONRoute
+from bootstrap import Services
 from domain.approval_rules import longest_hold_s
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
+
+
+def _live_executors(services: Services) -> dict[str, int] | None:
+    if services.tasks is None:
+        return None
+    try:
+        return services.tasks.registry.live_executors()
+    except Exception:  # noqa: BLE001 - health answers whatever it cannot read as unknown
+        return None
 
 
 @router.get("/api/health", response_model=None)
@@ -34,4 +44,6 @@ def health(services: ServicesDep) -> JSONResponse:
     # How long a hook request may be held for an operator: hooks must wait longer.
     ingest = services.ingest
     body["longestHoldS"] = longest_hold_s(ingest.approvals.rules, ingest.config.handlers)
+    # What the deployment runs: an API replica without an executor beside workers with one.
+    body["executors"] = _live_executors(services) if head is not None else None
     return JSONResponse(body, status_code=200 if head is not None else 503)

@@ -12,6 +12,7 @@ from api.input_limits import StrictJSONRoute
 from api.schemas import Slug, TaskCreate, TaskResolve
 from bootstrap import Services
 from domain.errors import NotFound
+from projections.self_update_cycles import has_workflow
 from projections.tasks import get_task, list_tasks
 from scheduler.tasks import TaskRuntime
 
@@ -32,6 +33,8 @@ def read_task(services: Services, task_id: UUID) -> dict[str, Any]:
     row = get_task(services.store, str(task_id))
     if row is None:
         raise NotFound(f"Task {task_id} does not exist.")
+    # The page asks for /workflow only when there is one (no 404 for a plain task).
+    row["hasWorkflow"] = has_workflow(services.store, str(task_id))
     return row
 
 

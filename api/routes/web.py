@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 
 from api.input_limits import StrictJSONRoute
 from domain.errors import NotFound
@@ -31,13 +31,20 @@ _HEADERS = {
 }
 
 # The complete list of files served: a name is looked up here, never joined to a path.
-_ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+_ASSETS = {"app.js": "text/javascript", "guide.js": "text/javascript", "style.css": "text/css"}
 
 
 @router.get("/")
 def page() -> FileResponse:
     """The operator page: task board, sessions, autonomy, audit."""
     return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=_HEADERS)
+
+
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    """No icon: browsers ask for one on every JSON or asset URL opened directly, and a
+    404 there would show as an error in their console."""
+    return Response(status_code=204, headers={"cache-control": "max-age=86400"})
 
 
 @router.get("/web/{name}")

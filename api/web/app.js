@@ -664,6 +664,7 @@ function renderBoard(items) {
 
 function countCards() {
   for (const { list, count } of board.columns.values()) setText(count, list.children.length);
+  showBoardGuide(board.cards.size);
 }
 
 /** One task row from the live stream: its card moves to its column (the same node), or goes. */
@@ -704,7 +705,8 @@ async function loadBoard(minPosition) {
 }
 
 views.tasks = () => {
-  ensureWorkspaces($("#board-error"));
+  ensureWorkspaces($("#board-error")).then(syncNewTaskWorkspaces);
+  showExecutorNote();
   liveView(loadBoard, $("#board-error"));
 };
 
@@ -725,6 +727,7 @@ function link(href, text) {
 
 function renderTask(task) {
   taskView.task = task;
+  showTaskExecutorNote(task);
   setText($("#task-title"), `Task ${shortId(task.id)}`);
   setBadge($("#task-status"), task.status);
   document.title = `Task ${shortId(task.id)} · Tachograph`;
@@ -838,9 +841,11 @@ views.task = (id) => {
   taskView.id = id;
   taskView.signature = null;
   taskView.workflowSignature = null;
+  taskView.deleting = null;
   every(
     BOARD_INTERVAL_MS,
     async () => {
+      if (taskView.deleting === id) return;
       const task = await api(`/api/tasks/${encodeURIComponent(id)}`);
       const signature = JSON.stringify(task);
       const changed = signature !== taskView.signature;
@@ -851,7 +856,7 @@ views.task = (id) => {
       // Every phase also notes itself in the task's activity, so a task without a
       // workflow is asked again only when it changed; one with a workflow on every tick
       // (another operator may discard its change).
-      if (changed || taskView.workflow) await loadWorkflow(id);
+      if (changed || taskView.workflow) await loadWorkflow(id, task.hasWorkflow);
     },
     $("#task-error"),
   );
@@ -862,7 +867,7 @@ async function reloadTask() {
   const task = await api(`/api/tasks/${encodeURIComponent(id)}`);
   taskView.signature = JSON.stringify(task);
   renderTask(task);
-  await loadWorkflow(id);
+  await loadWorkflow(id, task.hasWorkflow);
 }
 
 // ---------------------------------------------------------------- one task: self-update workflow
@@ -870,11 +875,12 @@ async function reloadTask() {
 const PHASES = ["prepare", "implement", "inspect", "review", "commit"];
 const FILE_STATUS = { A: "added", M: "modified", D: "deleted" };
 
-/** GET the task's workflow; a 404 means the task has none (no self-update cycle). */
-async function loadWorkflow(id) {
+/** GET the task's workflow, asked only when the task says it has one (`hasWorkflow`), so a
+ * plain task's view requests nothing that answers 404; a 404 still means none. */
+async function loadWorkflow(id, exists = true) {
   let flow = null;
   try {
-    flow = await api(`/api/tasks/${encodeURIComponent(id)}/workflow`);
+    if (exists) flow = await api(`/api/tasks/${encodeURIComponent(id)}/workflow`);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 404)) throw error;
   }
@@ -1243,7 +1249,10 @@ function wireTaskActions() {
       title: "Delete this task?",
       body: `Task ${shortId(id)} disappears from the board and detail views; its events stay in the log.`,
       label: "Delete task",
-      run: () => api(`/api/tasks/${id}`, { method: "DELETE" }),
+      run: () => {
+        taskView.deleting = id; // no poll of a task being deleted: it would answer 404
+        return api(`/api/tasks/${id}`, { method: "DELETE" });
+      },
       errorEl,
       doneEl,
       done: () => `Task ${shortId(id)} deleted.`,
@@ -1252,6 +1261,7 @@ function wireTaskActions() {
       setText($("#board-done"), `Task ${shortId(id)} deleted.`);
       location.hash = "#tasks";
     } else {
+      taskView.deleting = null;
       await guarded($("#task-error"), reloadTask);
     }
   });
@@ -1350,7 +1360,7 @@ function sessionRowFor(s) {
 }
 
 function stampSessions() {
-  $("#sessions-empty").hidden = sessionRows.size > 0;
+  showSessionsGuide(sessionRows.size === 0);
   setText($("#sessions-updated"), `Updated ${fmtTime(new Date().toISOString())}${liveNote()}`);
 }
 
@@ -1447,7 +1457,7 @@ function deliveredToTurn(items) {
   return h(
     "div",
     { class: "delivered" },
-    h("p", null, h("strong", null, "Learned content delivered"), h("span", { class: "muted" }, " (at the prompt or the session start)")),
+    h("p", null, h("strong", null, "Learned content delivered")),
     h(
       "ul",
       null,
@@ -1464,6 +1474,8 @@ function deliveredToTurn(items) {
             : h("span", { class: "muted" }, "a person's edit"),
           " ",
           h("span", { class: "muted digest" }, shortDigest(item.contentDigest)),
+          " ",
+          h("span", { class: "delivered-via" }, deliveredVia(item)),
           " ",
           timeEl(item.at),
         ),
@@ -1743,7 +1755,7 @@ function activityRow(item) {
     "tr",
     { "data-position": String(item.position), class: item.status === "denied" ? "denied" : "" },
     h("td", { class: "when" }, timeEl(item.at)),
-    h("td", null, link(`#sessions/${item.sessionId}`, shortId(item.sessionId))),
+    h("td", null, link(`#sessions/${item.sessionId}`, sessionName(item.sessionId, item.sessionTitle))),
     h("td", null, item.tool || "?"),
     h("td", null, h("code", null, item.summary || "")),
     h("td", null, badge(item.decision), decidedByNote(item)),
@@ -1759,8 +1771,8 @@ async function loadActivity(query, append) {
   if (activityView.query !== query) return;
   activityView.next = page.next;
   const rows = page.items.map(activityRow);
-  if (!append && !rows.length) rows.push(h("tr", null, h("td", { colspan: "6", class: "muted" }, "No recorded tool call matches.")));
   if (append) $("#activity-rows").append(...rows);
+  else if (!rows.length) showActivityGuide($("#activity-rows"));
   else $("#activity-rows").replaceChildren(...rows);
   $("#activity-more").hidden = !page.next;
 }
@@ -1803,6 +1815,7 @@ async function loadSettings() {
   const form = $("#autonomy-settings");
   for (const name of SETTINGS) form.elements[name].checked = Boolean(settings[name]);
   form.dataset.loaded = "true";
+  showEvolutionGuide(settings.evolution);
 }
 
 function wireSettings() {
@@ -1819,6 +1832,7 @@ function wireSettings() {
         const settings = await api("/api/settings/autonomy", { method: "PATCH", body: { [name]: wanted } });
         box.checked = Boolean(settings[name]);
         setText($("#settings-done"), `${name} is now ${box.checked ? "on" : "off"}.`);
+        showEvolutionGuide(settings.evolution);
       } catch (error) {
         box.checked = !wanted;
         showMessage($("#settings-error"), `Refused: ${describe(error)}`);
@@ -2249,17 +2263,18 @@ function deliveryRow(revision, d) {
   const where = d.sessionId
     ? d.turnId
       ? h("a", { href: turnHref(d.sessionId, d.turnId), "data-link": "delivery-turn" }, `Turn ${d.turnId}`)
-      : h("span", { class: "muted" }, "session start or a turn without an id")
+      : d.event ? "" : h("span", { class: "muted" }, "a turn without an id")
     : d.attempt !== null && d.attempt !== undefined
       ? `attempt ${d.attempt}`
       : "";
+  const via = h("span", { class: "delivered-via" }, deliveredVia(d));
   const whole = d.contentDigest === revision.contentDigest;
   return h(
     "tr",
     { "data-delivery": d.dispatchId || `${d.taskId}:${d.attempt}`, "data-position": d.position },
     h("td", { class: "when" }, timeEl(d.at)),
     h("td", null, to),
-    h("td", null, where),
+    h("td", null, where, " ", via),
     h(
       "td",
       { class: "nowrap" },
@@ -2471,6 +2486,9 @@ const live = {
   view: null, // the shown view's list loader: {token, load, errorEl}
   loading: 0, // list loads in flight; messages wait for them, so a list never overwrites them
   held: [],
+  // A fresh stream is on its way: the shown list is read once it opens (from where it
+  // starts), not also before, so a page load reads each list once.
+  connecting: false,
 };
 
 /** Open (or reopen) the stream; called at start, after a drop and when the key changes. */
@@ -2479,12 +2497,19 @@ function liveConnect() {
   clearTimeout(live.retryTimer);
   const controller = new AbortController();
   live.abort = controller;
+  live.connecting = live.lastId === null;
   followLive(controller)
     .catch(() => {})
     .finally(() => {
       if (live.abort !== controller) return; // replaced by a newer connection
       live.abort = null;
       setLive(false);
+      // A fresh stream that never opened read no list: read it now (a refused key then
+      // asks for another), and on every fallback tick while the stream is down.
+      if (live.connecting) {
+        live.connecting = false;
+        reloadLiveView();
+      }
       if (live.blocked) return;
       const wait = LIVE_RETRY_MS[Math.min(live.failures, LIVE_RETRY_MS.length - 1)];
       live.failures += 1;
@@ -2521,12 +2546,18 @@ async function followLive(controller) {
   // after that position has been missed, so the lists need no second read.
   if (live.lastId === null) live.lastId = live.after;
   live.failures = 0;
-  setLive(true);
-  // A fresh stream starts at the log's head: the list is read again from there on, and so
-  // are the pending approvals the badge counts (the approvals view reads them itself).
+  live.connecting = false;
+  // A fresh stream starts at the log's head: the list is read from there on, and so are
+  // the pending approvals the badge counts (the approvals view reads them itself). "Live"
+  // shows once that list is in: until then the page is not yet current, and its messages
+  // wait. A resumed stream missed nothing: live at once, no read.
   if (!resumed) {
-    reloadLiveView();
     if (!currentRoute || currentRoute.view !== "approvals") reloadPendingApprovals();
+    reloadLiveView().finally(() => {
+      if (live.abort === controller) setLive(true);
+    });
+  } else {
+    setLive(true);
   }
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let rest = "";
@@ -2584,7 +2615,7 @@ function deliver(event, row) {
 function liveView(load, errorEl) {
   const token = viewToken;
   live.view = { token, load, errorEl };
-  reloadLiveView();
+  if (!live.connecting) reloadLiveView();
   const tick = () => {
     if (token !== viewToken) return;
     if (!live.up && !document.hidden && !modalOpen()) reloadLiveView();
@@ -2768,9 +2799,9 @@ function heldBy(row) {
   return null;
 }
 
-function sessionLink(sessionId) {
+function sessionLink(sessionId, title) {
   return sessionId
-    ? h("a", { href: `#sessions/${sessionId}`, "aria-label": `Session ${sessionId}` }, shortId(sessionId))
+    ? h("a", { href: `#sessions/${sessionId}`, title: `Session ${sessionId}` }, sessionName(sessionId, title))
     : h("span", { class: "muted" }, "—");
 }
 
@@ -2803,7 +2834,7 @@ function pendingItem(row) {
   const dl = h("dl", { class: "fields wide approval-fields" });
   fields(dl, [
     ["Agent", row.agent || null],
-    ["Session", sessionLink(row.sessionId)],
+    ["Session", sessionLink(row.sessionId, row.sessionTitle)],
     ["Workspace", row.workspaceId || null],
     ["Held by", heldBy(row)],
     ["Requested", timeEl(row.requestedAt)],
@@ -2846,7 +2877,7 @@ function settledRow(row) {
     { "data-approval-id": row.id, "data-status": row.status },
     h("td", { class: "when" }, timeEl(row.requestedAt)),
     h("td", { class: "nowrap" }, row.agent || "—"),
-    h("td", null, sessionLink(row.sessionId)),
+    h("td", null, sessionLink(row.sessionId, row.sessionTitle)),
     h("td", null, row.toolName || "?"),
     h("td", { class: "summary" }, summaryCode(row)),
     h("td", { class: "nowrap" }, outcome),
@@ -2870,7 +2901,7 @@ function renderApprovalsView() {
   });
   syncChildren($("#approvals-pending"), items);
   setText($("#approvals-pending-count"), `(${pending.length})`);
-  $("#approvals-pending-empty").hidden = pending.length > 0;
+  showApprovalsGuide(pending.length === 0);
 
   const settled = [...approvals.rows.values()]
     .filter((r) => r.status !== "pending")
@@ -3000,7 +3031,7 @@ function watchPendingWhileDown() {
 function notifyApproval(approval) {
   if (!("Notification" in window) || Notification.permission !== "granted") return;
   const what = approval.toolName || approval.event || "An agent";
-  const where = approval.sessionId ? ` in session ${shortId(approval.sessionId)}` : "";
+  const where = approval.sessionId ? ` in ${sessionName(approval.sessionId, approval.sessionTitle)}` : "";
   new Notification("Approval requested", {
     body: `${what}${where} waits for a decision.`,
     tag: `approval-${approval.id}`,
@@ -3038,6 +3069,7 @@ function start() {
   $("#calls-collapse").addEventListener("click", () => setAllCalls(false));
   $("#session-export").addEventListener("click", () => guarded($("#session-error"), downloadExport));
   wireActivity();
+  wireNewTask();
   wireNotifications();
   wireApprovals();
   watchPendingWhileDown();
@@ -3074,8 +3106,8 @@ function start() {
   updateKeyControls();
   // The role first, so a view never offers for a moment what the key cannot do.
   loadIdentity().finally(() => {
+    liveConnect(); // first: the view's list is then read once, from where the stream starts
     route();
-    liveConnect();
   });
 }
 

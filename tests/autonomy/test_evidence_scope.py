@@ -182,6 +182,8 @@ def test_a_proj_lesson_stays_in_proj_until_an_operator_promotes_it(secured: Driv
         ("proj", "proj", "workspace"),
         ("proj", "other", "promoted"),
     }
+    # Each says which event's answer carried it (both reached a session at its start).
+    assert {d["event"] for d in delivered} == {"SessionStart"}
     dispatches = [
         e
         for e in admin_get(api, "/api/events", type="HookDispatch.Created")["events"]

@@ -66,8 +66,8 @@ def test_create_returns_a_queued_user_task(client: TestClient) -> None:
     assert response.status_code == 201
     assert int(response.headers["x-tachograph-position"]) > 0
     task = response.json()
-    assert set(task) == ROW_FIELDS | {"activity"}
-    assert task["activity"] == []
+    assert set(task) == ROW_FIELDS | {"activity", "hasWorkflow"}
+    assert task["activity"] == [] and task["hasWorkflow"] is False  # a plain task has none
     assert (task["status"], task["source"], task["kind"]) == ("queued", "user", "task")
     assert (task["attemptCount"], task["maxAttempts"], task["model"]) == (0, 3, "opus")
 

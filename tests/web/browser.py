@@ -30,6 +30,11 @@ ARTEFACTS = Path(
 T = TypeVar("T")
 
 
+def failed_request(path: str, status: int) -> str:
+    """How Chromium logs a request the server refused, for `Browser.expect_console`."""
+    return f"{path} - Failed to load resource: the server responded with a status of {status}"
+
+
 class Browser:
     """One headless Chromium with a fresh profile, pointed at a `tachograph serve`."""
 
@@ -61,6 +66,8 @@ class Browser:
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        self._log: list[dict[str, Any]] = []
+        self._expected: list[str] = []
 
     def close(self) -> None:
         try:
@@ -136,8 +143,34 @@ class Browser:
         return path
 
     def console_errors(self) -> list[str]:
-        """Script errors logged by the page (failed requests the test caused are excluded)."""
-        entries: list[dict[str, Any]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        """Script errors logged by the page so far in this test (failed requests excluded:
+        `unexpected_console` below judges those)."""
+        return [e["message"] for e in self._read_log() if e.get("source") != "network"]
+
+    def expect_console(self, *fragments: str) -> None:
+        """Errors this test provokes on purpose (a refused key, a 409 it asks for): console
+        entries containing one of `fragments` do not fail it."""
+        self._expected.extend(fragments)
+
+    def start_test(self) -> None:
+        """Forget what earlier tests logged and expected (the fixture calls this)."""
+        self._read_log()
+        self._log.clear()
+        self._expected.clear()
+
+    def unexpected_console(self) -> list[str]:
+        """Every error the page logged in this test, script errors and failed requests
+        alike, except those the test said it expects."""
+        self._read_log()
         return [
-            e["message"] for e in entries if e["level"] == "SEVERE" and e.get("source") != "network"
+            e["message"]
+            for e in self._log
+            if not any(fragment in e["message"] for fragment in self._expected)
         ]
+
+    def _read_log(self) -> list[dict[str, Any]]:
+        """The SEVERE entries logged since the last read (reading drains the driver's log)."""
+        entries: list[dict[str, Any]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        severe = [e for e in entries if e["level"] == "SEVERE"]
+        self._log.extend(severe)
+        return severe

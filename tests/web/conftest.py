@@ -166,6 +166,25 @@ def browser(site: Site) -> Iterator[Browser]:
         opened.close()
 
 
+# Every module's browser fixture (each module may start its own server and browser).
+BROWSER_FIXTURES = ("browser", "chromium", "review_browser")
+
+
+@pytest.fixture(autouse=True)
+def no_console_errors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a browser test on any error the page logs: a script error, or a request that
+    failed (a 404 it should not have made) unless the test said it provokes it."""
+    browsers: list[Browser] = [
+        request.getfixturevalue(name) for name in BROWSER_FIXTURES if name in request.fixturenames
+    ]
+    for browser in browsers:
+        browser.start_test()
+    yield
+    for browser in browsers:
+        unexpected = browser.unexpected_console()
+        assert unexpected == [], f"the page logged errors: {unexpected}"
+
+
 @pytest.fixture
 def page(browser: Browser, site: Site) -> Browser:
     """The page with the key already entered in this tab's session."""

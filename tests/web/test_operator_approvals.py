@@ -22,7 +22,7 @@ from infra.settings import Settings
 from tests.support import Server
 from tests.tasks.conftest import wait_until
 from tests.test_approvals_api import Held, issue, pre_tool_use
-from tests.web.browser import Browser
+from tests.web.browser import Browser, failed_request
 from tests.web.test_operator_page import LABEL_AUDIT
 
 pytestmark = pytest.mark.slow
@@ -146,7 +146,8 @@ def test_a_pending_call_appears_live_is_allowed_from_the_page_and_the_agent_proc
     shown = row.text
     assert "Bash" in shown and "claude-code" in shown and "risky-shell" in shown
     link = row.find_element("css selector", f"a[href='#sessions/{approval['sessionId']}']")
-    assert link.text == approval["sessionId"][:8]
+    # A session without a title yet (no prompt, no rename) is named by its short id.
+    assert link.text == f"Session {approval['sessionId'][:8]}"
     page.until(lambda: " s; then denied" in page.text(f"{item(approval['id'])} .countdown"))
     first = page.text(f"{item(approval['id'])} .countdown")
     page.until(lambda: page.text(f"{item(approval['id'])} .countdown") != first, timeout=5)
@@ -169,9 +170,16 @@ def test_a_pending_call_appears_live_is_allowed_from_the_page_and_the_agent_proc
     recorded = desk.http.get(f"/api/approvals/{approval['id']}").json()
     assert (recorded["decidedBy"], recorded["reason"]) == ("key:admin", "release day")
 
-    # A second call, denied from the page: the agent is told the typed reason.
+    # A second call, denied from the page: the agent is told the typed reason. Its
+    # session now has a title, and the row names the session by it (from the stream).
+    renamed = desk.http.patch(
+        f"/api/sessions/{approval['sessionId']}", json={"title": "Ship the release"}
+    )
+    assert renamed.status_code == 200, renamed.text
     held, second = desk.hold("terraform apply -auto-approve", session)
     page.visible(item(second["id"]))
+    titled = page.find(f"{item(second['id'])} a[href='#sessions/{approval['sessionId']}']")
+    assert titled.text == "Ship the release"
     page.has_text("#approvals-badge", "1 approval pending")
     page.find(f"{item(second['id'])} input[data-reason]").send_keys("not on a Friday")
     page.find(f"{item(second['id'])} button[data-decide='deny']").click()
@@ -239,6 +247,7 @@ def test_a_call_nobody_decides_moves_to_expired_by_system(chromium: Browser, des
 def test_a_call_decided_elsewhere_shows_the_409_and_its_new_state(
     chromium: Browser, desk: Desk
 ) -> None:
+    chromium.expect_console(failed_request("/decide", 409))  # provoked on purpose below
     page = open_approvals(chromium, desk, ADMIN_KEY)
     held, approval = desk.hold("git push --tags")
     page.visible(item(approval["id"]))
@@ -262,6 +271,7 @@ def test_a_call_decided_elsewhere_shows_the_409_and_its_new_state(
 
 
 def test_a_reader_sees_pending_calls_but_cannot_decide_them(chromium: Browser, desk: Desk) -> None:
+    chromium.expect_console(failed_request("/decide", 403))  # forced on purpose below
     reader = issue(desk.http, label="rita", role="reader")
     held, approval = desk.hold("git push origin reader-watch")
     page = open_approvals(chromium, desk, reader["x-tachograph-key"])

@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 
 from domain.lifecycle import agent_session_uuid
 from tests.tasks.conftest import wait_until
-from tests.web.browser import Browser
+from tests.web.browser import Browser, failed_request
 from tests.web.conftest import Site
 from tests.web.test_operator_page import LABEL_AUDIT, confirm
 
@@ -53,6 +53,7 @@ def context_of(answer: dict[str, Any]) -> str:
 def test_a_learned_revision_shows_its_source_and_deliveries_and_reverts_from_the_page(
     page: Browser, site: Site
 ) -> None:
+    page.expect_console(failed_request("/revert", 409))  # provoked on purpose below
     api = site.api
     assert api.http.patch("/api/settings/autonomy", json={"evolution": True}).status_code == 200
 
@@ -102,6 +103,9 @@ def test_a_learned_revision_shows_its_source_and_deliveries_and_reverts_from_the
     )
     to_turn = delivered.find_element(By.CSS_SELECTOR, "a[data-link='delivery-turn']")
     assert "turn-b" in to_turn.text
+    # Which event carried it: the prompt's answer (a lesson also given at session start
+    # would be listed again, saying so).
+    assert delivered.find_element(By.CSS_SELECTOR, ".delivered-via").text == "with the prompt"
     assert page.js(LABEL_AUDIT) == []
     page.screenshot("21-revision-deliveries")
 
@@ -113,7 +117,7 @@ def test_a_learned_revision_shows_its_source_and_deliveries_and_reverts_from_the
     # The delivery's session shows what its turn was given, linked back to the revision.
     page.go(f"sessions/{tachograph_session(later)}/turns/turn-b")
     given = page.visible("#calls details.turn[data-turn='turn-b'] .delivered")
-    assert "instructions" in given.text
+    assert "instructions" in given.text and "with the prompt" in given.text
     back = given.find_element(By.CSS_SELECTOR, f"a[href='#revisions/{revision['id']}']")
     back.click()
     page.has_text("#revision-deliveries-summary", "1 delivery")

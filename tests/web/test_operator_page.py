@@ -16,7 +16,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.select import Select
 
 from tests.tasks.conftest import wait_until
-from tests.web.browser import Browser
+from tests.web.browser import Browser, failed_request
 from tests.web.conftest import API_KEY, STUCK_GOAL, Site
 
 pytestmark = pytest.mark.slow
@@ -56,6 +56,7 @@ def tab_until(page: Browser, wanted: str, presses: int = 80) -> None:
 def test_page_asks_for_the_api_key_and_says_when_it_is_refused(
     browser: Browser, site: Site
 ) -> None:
+    browser.expect_console(failed_request("", 401))  # provoked on purpose below
     # The page and its assets are public; the data behind them is not.
     assert httpx.get(f"{site.server.url}/").status_code == 200
     assert httpx.get(f"{site.server.url}/web/app.js").status_code == 200
@@ -185,6 +186,7 @@ def test_task_detail_shows_activity_lineage_and_resolves_and_deletes(
 def test_cancel_from_the_page_and_a_refused_cancel_shows_the_api_message(
     page: Browser, site: Site
 ) -> None:
+    page.expect_console(failed_request("/cancel", 409))  # provoked on purpose below
     api = site.api
     running = api.task(SLEEPER)
     api.wait_status(running, "running")
@@ -398,6 +400,7 @@ def test_every_view_labels_its_controls_for_assistive_technology(page: Browser, 
 def test_autonomy_toggles_policy_ignores_a_signal_and_reverts_with_refusals(
     page: Browser, site: Site
 ) -> None:
+    page.expect_console(failed_request("/revert", 409))  # provoked on purpose below
     api = site.api
     page.go("autonomy")
     page.until(lambda: page.find("#autonomy-settings").get_attribute("data-loaded"))

@@ -18,7 +18,7 @@ import pytest
 from infra.settings import Settings
 from tests.support import Server
 from tests.tasks.conftest import wait_until
-from tests.web.browser import Browser
+from tests.web.browser import Browser, failed_request
 from tests.web.conftest import API_KEY, STUCK_GOAL, Site
 
 pytestmark = pytest.mark.slow
@@ -236,6 +236,9 @@ def test_the_admin_key_changes_the_autonomy_policy(
 def test_an_agent_token_is_told_it_cannot_read(
     browser: Browser, site: Site, seeded: Seeded
 ) -> None:
+    browser.expect_console(
+        failed_request("", 401), failed_request("", 403)
+    )  # provoked on purpose below
     assert (
         httpx.get(
             f"{site.server.url}/api/whoami", headers={"x-tachograph-key": seeded.agent}
@@ -265,6 +268,7 @@ def test_an_agent_token_is_told_it_cannot_read(
 def test_a_403_after_the_role_changed_shows_the_servers_message(
     browser: Browser, site: Site, seeded: Seeded
 ) -> None:
+    browser.expect_console(failed_request("/cancel", 403))  # provoked on purpose below
     task_id = running_task(site)
     load_with(browser, site, seeded.operator, f"tasks/{task_id}")
     page = browser

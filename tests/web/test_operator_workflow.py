@@ -31,7 +31,7 @@ from infra.settings import Settings
 from tests.autonomy.record_collector import collector_port
 from tests.support import free_port
 from tests.tasks.conftest import wait_until
-from tests.web.browser import Browser
+from tests.web.browser import Browser, failed_request
 from tests.web.conftest import API_KEY, Api
 
 pytestmark = pytest.mark.slow
@@ -318,6 +318,7 @@ def test_a_reader_sees_the_workflow_but_discard_is_disabled_with_the_reason(
 def test_a_discard_by_another_operator_first_shows_the_apis_refusal(
     browser: Browser, flow_site: WorkflowSite
 ) -> None:
+    browser.expect_console(failed_request("/discard", 409))  # provoked on purpose below
     task_id, flow = flow_site.cycle(implement="commit", review="approve")
     page = load_with(browser, API_KEY, f"tasks/{task_id}")
     page.has_text("#workflow-state", "imported")

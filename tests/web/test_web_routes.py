@@ -16,10 +16,17 @@ def test_page_and_assets_are_public_while_the_api_needs_the_key(settings: Settin
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert page.headers["x-content-type-options"] == "nosniff"
         assert '<script src="/web/app.js" defer></script>' in page.text
-        for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+        assert '<script src="/web/guide.js" defer></script>' in page.text
+        for name, kind in (
+            ("app.js", "text/javascript"),
+            ("guide.js", "text/javascript"),
+            ("style.css", "text/css"),
+        ):
             asset = c.get(f"/web/{name}")
             assert asset.status_code == 200
             assert asset.headers["content-type"].startswith(kind)
+        # No icon, and no 404 for the browsers that ask for one.
+        assert c.get("/favicon.ico").status_code == 204
         assert c.get("/api/tasks").status_code == 401
         assert c.get("/api/tasks", headers={"x-tachograph-key": "k"}).status_code == 200
 
