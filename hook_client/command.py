@@ -350,13 +350,24 @@ def _checked_answer(url: str, status: int, raw: bytes) -> bytes:
 
 
 def _timeout_s(env: Mapping[str, str]) -> float:
-    """Return the delivery timeout; an unusable setting falls back to the default."""
-    try:
-        timeout = float(env.get("TACHOGRAPH_HOOK_TIMEOUT_S", DEFAULT_TIMEOUT_S))
-    except ValueError:
+    """Return the delivery timeout; an unusable setting falls back to the default, and
+    says so on stderr (the runtime shows a hook's stderr in its debug output), naming the
+    setting: the agent must not stop over it, but a person must be able to find it."""
+    raw = env.get("TACHOGRAPH_HOOK_TIMEOUT_S")
+    if raw is None:
         return DEFAULT_TIMEOUT_S
-    finite = timeout == timeout and timeout not in (float("inf"), float("-inf"))
-    return timeout if finite and timeout > 0 else DEFAULT_TIMEOUT_S
+    try:
+        timeout = float(raw)
+    except ValueError:
+        timeout = float("nan")
+    if timeout == timeout and timeout not in (float("inf"), float("-inf")) and timeout > 0:
+        return timeout
+    print(
+        f"tachograph hook: TACHOGRAPH_HOOK_TIMEOUT_S={raw!r} is not a positive number of "
+        f"seconds; waiting the default {DEFAULT_TIMEOUT_S:g} s",
+        file=sys.stderr,
+    )
+    return DEFAULT_TIMEOUT_S
 
 
 def _fail_closed_answer(name: str, event: str | None, payload: Mapping[str, Any] | None) -> Any:

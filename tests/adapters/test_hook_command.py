@@ -284,10 +284,24 @@ def test_redirect_is_not_followed(tachograph: FakeTachograph, tmp_path: Path) ->
     assert "HTTP 307" in log_lines(tmp_path)[0]["error"]
 
 
-def test_unusable_timeout_setting_falls_back_to_the_default(tachograph: FakeTachograph) -> None:
-    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_HOOK_TIMEOUT_S": "soon"}
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "nan", "inf"])
+def test_unusable_timeout_setting_falls_back_to_the_default_and_names_it(
+    tachograph: FakeTachograph, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_HOOK_TIMEOUT_S": value}
 
     assert run_hook(None, PRE_TOOL_USE, env) == (0, "{}\n")
+    assert len(tachograph.requests) == 1
+    assert f"TACHOGRAPH_HOOK_TIMEOUT_S={value!r}" in capsys.readouterr().err
+
+
+def test_a_usable_timeout_setting_is_taken_silently(
+    tachograph: FakeTachograph, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"TACHOGRAPH_URL": tachograph.url, "TACHOGRAPH_HOOK_TIMEOUT_S": "2.5"}
+
+    assert run_hook(None, PRE_TOOL_USE, env) == (0, "{}\n")
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("stdin", ["", "{not json", "[]", '"PreToolUse"'])
