@@ -24,6 +24,7 @@ from projections.learned import (
     revision_target_id,
     target_by_id,
 )
+from projections.session_titles import with_session_titles
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/autonomy", tags=["autonomy"], route_class=StrictJSONRoute)
@@ -122,7 +123,9 @@ def deliveries(
     log position; `before` is the position of the last item of the previous page), with
     their total `count` and `latestAt`."""
     read_revision(services, revision_id)
-    return revision_deliveries(services.store, str(revision_id), limit=limit, before=before)
+    page = revision_deliveries(services.store, str(revision_id), limit=limit, before=before)
+    with_session_titles(services.store, page["items"])
+    return page
 
 
 @router.post("/revisions/{revision_id}/revert")

@@ -22,6 +22,7 @@ from domain.credentials import AGENT
 from domain.errors import NotFound, RuleViolation
 from domain.session import Session
 from domain.workspace import DEFAULT_WORKSPACE
+from projections.session_titles import with_session_titles
 from projections.signals import get_signal, list_signals
 from services.credentials import Principal
 
@@ -32,7 +33,7 @@ def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:
     row = get_signal(services.store, str(signal_id))
     if row is None:
         raise NotFound(f"Signal {signal_id} does not exist.")
-    return row
+    return with_session_titles(services.store, [row])[0]
 
 
 SIGNALS_ROUTE = "/api/autonomy/signals"
@@ -178,7 +179,7 @@ def signals(
     rows = list_signals(
         services.store, status=status, agent_id=agent_id, workspace_id=workspace_id, limit=limit
     )
-    return {"items": rows}
+    return {"items": with_session_titles(services.store, rows)}
 
 
 @router.get("/{signal_id}")

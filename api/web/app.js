@@ -2240,7 +2240,7 @@ function renderSourceSignal(r, signal) {
     [
       "Session",
       signal.sessionId
-        ? h("a", { href: `#sessions/${signal.sessionId}`, "data-link": "signal-session" }, `Session ${shortId(signal.sessionId)}`)
+        ? h("a", { href: `#sessions/${signal.sessionId}`, "data-link": "signal-session" }, sessionName(signal.sessionId, signal.sessionTitle))
         : null,
     ],
     [
@@ -2256,7 +2256,7 @@ function renderSourceSignal(r, signal) {
 
 function deliveryRow(revision, d) {
   const to = d.sessionId
-    ? h("a", { href: `#sessions/${d.sessionId}`, "data-link": "delivery-session" }, `Session ${shortId(d.sessionId)}`)
+    ? h("a", { href: `#sessions/${d.sessionId}`, "data-link": "delivery-session" }, sessionName(d.sessionId, d.sessionTitle))
     : d.taskId
       ? h("a", { href: `#tasks/${d.taskId}`, "data-link": "delivery-task" }, `Task ${shortId(d.taskId)}`)
       : h("span", { class: "muted" }, "—");

@@ -124,10 +124,14 @@ def test_claude_code_gets_its_lessons_at_session_start_and_each_prompt(driven: D
 
     session = claude_session(captured("01-SessionStart.json"))
     prompt_id = captured("02-UserPromptSubmit.json")["prompt_id"]
+    head = api.app.state.services.app.recorder.max_notification_id()  # type: ignore[attr-defined]
+    title = api.get(f"/api/sessions/{session}", params={"minPosition": head}).json()["title"]
+    assert title  # named by its first prompt
     for revision in (first, second):
         listed = deliveries(api, revision["id"])
         assert listed["count"] == 2 and len(listed["items"]) == 2
         assert {i["sessionId"] for i in listed["items"]} == {session}
+        assert {i["sessionTitle"] for i in listed["items"]} == {title}  # as the page names it
         # Newest first: the prompt's delivery (its turn id), then the SessionStart's.
         assert [i["turnId"] for i in listed["items"]] == [prompt_id, None]
         assert [i["position"] for i in listed["items"]] == sorted(

@@ -17,7 +17,7 @@ SIGNAL_FIELDS = {
     "id", "agentId", "traceId", "kind", "goal", "outcome", "failure", "failureClass",
     "sessionId", "turnId", "received", "status", "attempts", "nextAttemptAt", "claimedBy",
     "claimExpiresAt", "lastError", "strategy", "targetId", "revisionId", "reason", "createdAt",
-    "updatedAt", "workspaceId", "credential", "actor",
+    "updatedAt", "workspaceId", "credential", "actor", "sessionTitle",
 }  # fmt: skip
 
 
@@ -54,6 +54,18 @@ def test_a_repeated_dedupe_key_returns_the_existing_signal(api: TestClient) -> N
     assert [s["id"] for s in listed] == [other_agent["id"], other_trace["id"], other_kind["id"],
                                          first["id"]]  # fmt: skip
     assert len(api.get("/api/autonomy/signals?agentId=codex").json()["items"]) == 1
+
+
+def test_a_signal_names_its_session_by_title(api: TestClient) -> None:
+    created = api.post("/api/sessions", json={"workspaceId": "default", "title": "Fix login"})
+    assert created.status_code == 201, created.text
+    session_id = created.json()["id"]
+    posted = post_signal(api, sessionId=session_id, traceId="titled")
+    assert posted["sessionTitle"] == "Fix login"
+    listed = api.get("/api/autonomy/signals").json()["items"]
+    assert [s["sessionTitle"] for s in listed if s["id"] == posted["id"]] == ["Fix login"]
+    untitled = post_signal(api, traceId="no-session")
+    assert untitled["sessionId"] is None and untitled["sessionTitle"] is None
 
 
 def test_evidence_is_redacted_and_bounded_before_it_is_stored(

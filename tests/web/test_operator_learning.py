@@ -101,6 +101,8 @@ def test_a_learned_revision_shows_its_source_and_deliveries_and_reverts_from_the
     assert (to_session.get_attribute("href") or "").endswith(
         f"#sessions/{tachograph_session(later)}"
     )
+    title = api.get(f"/api/sessions/{tachograph_session(later)}")["title"]
+    assert title and to_session.text == title.strip()  # by its title, not its id
     to_turn = delivered.find_element(By.CSS_SELECTOR, "a[data-link='delivery-turn']")
     assert "turn-b" in to_turn.text
     # Which event carried it: the prompt's answer (a lesson also given at session start
