@@ -312,3 +312,42 @@ def test_a_reader_sees_pending_calls_but_cannot_decide_them(chromium: Browser, d
     page.until(lambda: page.js("return document.activeElement.id") == "approvals-title")
     assert page.js("return location.hash") == "#approvals"
     assert page.console_errors() == []
+
+
+def test_a_call_whose_hook_gave_up_shows_abandoned_then_ran_while_awaiting_approval(
+    chromium: Browser, desk: Desk
+) -> None:
+    """The runtime stopped waiting (its hook timed out) and ran the call anyway: the page
+    says the request was abandoned and that the call ran undecided, never "denied"."""
+    page = open_approvals(chromium, desk, ADMIN_KEY)
+    native = str(uuid.uuid4())
+    body = pre_tool_use(native, "rm -rf build")
+    # The client gives up after 1 s, as a hook whose timeout is shorter than the hold.
+    gave_up = Held(lambda: _gives_up(desk, body))
+    approval = wait_until(lambda: desk.pending_for("rm -rf build"), timeout=15, every=0.05)
+    gave_up.result()
+    row = page.visible(settled(approval["id"]))
+    wait_until(lambda: row.get_attribute("data-status") == "abandoned", timeout=15)
+    assert "abandoned" in row.text
+    assert gone(page, item(approval["id"]))
+
+    post = {
+        **body,
+        "hook_event_name": "PostToolUse",
+        "tool_response": {"stdout": "", "stderr": "", "interrupted": False},
+    }
+    ran = desk.http.post("/hooks/claude", json=post, headers=desk.agent)
+    assert ran.status_code == 200, ran.text
+    page.open(f"sessions/{approval['sessionId']}")
+    status = page.visible(f"li.call[data-call='{body['tool_use_id']}'] [data-status]")
+    wait_until(lambda: status.get_attribute("data-status") == "ran_undecided", timeout=15)
+    assert status.text == "ran while awaiting approval"
+    assert "denied" not in page.visible(f"li.call[data-call='{body['tool_use_id']}']").text
+    assert page.console_errors() == []
+
+
+def _gives_up(desk: Desk, body: dict[str, Any]) -> httpx.Response:
+    try:
+        return desk.http.post("/hooks/claude", json=body, headers=desk.agent, timeout=1)
+    except httpx.TimeoutException:
+        return httpx.Response(599)  # what a runtime sees: no answer
