@@ -111,13 +111,16 @@ class Server(Proc):
             ["serve", "--port", str(self.port)], {**env_for(settings), **(extra_env or {})}, log
         )
 
-    def wait_ready(self, timeout: float = 30.0, headers: dict[str, str] | None = None) -> None:
+    def wait_ready(self, timeout: float = 60.0, headers: dict[str, str] | None = None) -> None:
+        # Generous: on two cores under a second CPU-heavy load, start-up (imports, schema)
+        # and the first health answer each take seconds; a 1 s probe there never succeeds.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
                 raise RuntimeError(f"serve exited early:\n{self.output()}")
+            probe = max(0.5, min(5.0, deadline - time.monotonic()))
             try:
-                health = httpx.get(self.url + "/api/health", timeout=1, headers=headers)
+                health = httpx.get(self.url + "/api/health", timeout=probe, headers=headers)
                 if health.status_code == 200:
                     return
             except httpx.HTTPError:
