@@ -13,6 +13,7 @@ from infra.settings import Settings
 from projections.activity import ActivityQuery, search_activity
 from projections.base import iso
 from projections.decided_by import label
+from projections.session_titles import with_session_titles
 from projections.sessions import session_ids_starting
 
 _COLUMNS = (
@@ -53,6 +54,7 @@ def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> i
             limit=max(1, min(args.limit, 1000)),
         )
         items, _ = search_activity(services.store, query)
+        with_session_titles(services.store, items)  # as GET /api/activity answers
     except (BadValue, ValueError) as exc:
         print(f"tachograph activity: {exc}", file=sys.stderr)
         return 2

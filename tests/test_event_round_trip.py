@@ -281,7 +281,7 @@ def _approval(call: str) -> Approval:
     )
 
 
-def approval_decided_for_the_session_and_one_expired() -> Iterator[Aggregate]:
+def approval_decided_for_the_session_one_expired_one_abandoned() -> Iterator[Aggregate]:
     decided = _approval("1")
     yield decided
     decided.decide("allow", ACTOR, "release day", True, T0 + timedelta(seconds=20))
@@ -290,6 +290,10 @@ def approval_decided_for_the_session_and_one_expired() -> Iterator[Aggregate]:
     yield expired
     expired.expire(T0 + timedelta(minutes=2))
     yield expired
+    abandoned = _approval("3")
+    yield abandoned
+    abandoned.abandon(T0 + timedelta(seconds=11))  # its hook stopped waiting
+    yield abandoned
 
 
 def signal_reflected_after_a_retry() -> Iterator[Aggregate]:
@@ -428,7 +432,7 @@ def transcript_lifecycle() -> Iterator[Aggregate]:
 
 SCENARIOS: list[Scenario] = [
     workspace_lifecycle,
-    approval_decided_for_the_session_and_one_expired,
+    approval_decided_for_the_session_one_expired_one_abandoned,
     session_lifecycle,
     api_key_lifecycle,
     autonomy_settings_lifecycle,

@@ -513,8 +513,9 @@ def test_a_session_shows_what_the_agent_did_and_the_search_links_a_call(
     wait_until(lambda: len(api.get(f"/api/sessions/{sid}/timeline")["items"]) == 2)
 
     page.go(f"sessions/{sid}")
-    newest = page.visible("#calls details.turn[data-turn='turn-2']")
-    assert newest.get_attribute("open") is not None, "the newest turn starts open"
+    newest = "#calls details.turn[data-turn='turn-2']"
+    # The newest turn starts open (once the page has rendered it; under load, a moment later).
+    page.until(lambda: page.visible(newest).get_attribute("open") is not None)
     first = page.find("#calls details.turn[data-turn='turn-1']")
     summary = first.find_element(By.TAG_NAME, "summary")
     assert "Clean the build" in summary.text
