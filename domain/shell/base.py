@@ -3,11 +3,13 @@
 The walker (domain/shell/walker.py) is one class assembled from the structure walk, the
 command runner (domain/shell/command.py) and one mixin per command family
 (domain/shell/commands/). Each part calls the others through the names declared here, so
-each module type-checks on its own; the assembled ``Shell`` supplies the bodies.
+each module type-checks on its own; the assembled ``Shell`` supplies the bodies (an
+assembly that lacks one cannot be instantiated).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -16,7 +18,7 @@ from domain.shell.state import Arg, Call, PathRules, State
 from domain.shell.verdict import Denial
 
 
-class ShellBase:
+class ShellBase(ABC):
     scope: PathRules
     # Command name -> the name of the method that judges it (domain/shell/walker.py).
     judges: ClassVar[Mapping[str, str]]
@@ -27,49 +29,51 @@ class ShellBase:
         if self.facts is not None:
             self.facts.endpoint(target)
 
-    def script(self, src: str, state: State, depth: int) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def script(self, src: str, state: State, depth: int) -> Denial | None: ...
 
+    @abstractmethod
     def command(
         self, args: list[Arg], state: State, piped: bool, stdin: Arg | None, depth: int
-    ) -> Denial | None:
-        raise NotImplementedError
+    ) -> Denial | None: ...
 
-    def _nested(self, call: Call, start: int) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _nested(self, call: Call, start: int) -> Denial | None: ...
 
-    def _nested_script(self, call: Call, script: Arg) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _nested_script(self, call: Call, script: Arg) -> Denial | None: ...
 
-    def _arg_path(self, arg: Arg, state: State, *, write: bool = False) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _arg_path(self, arg: Arg, state: State, *, write: bool = False) -> Denial | None: ...
 
-    def _assign(self, arg: Arg, state: State) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _assign(self, arg: Arg, state: State) -> None: ...
 
-    def _assignment(self, arg: Arg, state: State, depth: int) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _assignment(self, arg: Arg, state: State, depth: int) -> Denial | None: ...
 
-    def _env_name(self, name: str, shown: str, value: str = "", *, dynamic: bool) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _env_name(
+        self, name: str, shown: str, value: str = "", *, dynamic: bool
+    ) -> Denial | None: ...
 
-    def _arithmetic(self, text: str, state: State, shown: str) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _arithmetic(self, text: str, state: State, shown: str) -> Denial | None: ...
 
-    def _subscript(self, text: str, state: State, shown: str) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _subscript(self, text: str, state: State, shown: str) -> Denial | None: ...
 
-    def _define(self, name: str, state: State, *, function: bool = True) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _define(self, name: str, state: State, *, function: bool = True) -> Denial | None: ...
 
-    def _python(self, call: Call) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _python(self, call: Call) -> Denial | None: ...
 
-    def _stdin_program(self, call: Call, *, shell: bool) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _stdin_program(self, call: Call, *, shell: bool) -> Denial | None: ...
 
-    def _package_manager(self, call: Call) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _package_manager(self, call: Call) -> Denial | None: ...
 
-    def _inline_code(self, call: Call, code: Arg) -> Denial | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _inline_code(self, call: Call, code: Arg) -> Denial | None: ...
