@@ -12,6 +12,7 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         assert first.wait(30) == 0, first.output()
     finally:
         first.kill()
-    server = Server(settings, base / "serve.log", env)
+    with serving(Server(settings, base / "serve.log", env), hooks, root) as served:
+        yield served
+
+
+@contextmanager
+def serving(server: Server, hooks: HookServer, root: Path) -> Iterator[Site]:
+    """The site of a started `server` (admin key API_KEY), stopped (and `hooks` closed)
+    on the way out."""
     try:
         with httpx.Client(
             base_url=server.url, headers={"x-tachograph-key": API_KEY}, timeout=15

@@ -7,18 +7,16 @@ The conftest fixture fails each test on any error the page logs.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from infra.settings import Settings
 from tests.hook_server import HookServer
 from tests.support import Server
 from tests.web.browser import Browser
-from tests.web.conftest import API_KEY, Api, Site
+from tests.web.conftest import API_KEY, Site, serving
 from tests.web.test_operator_page import column
 
 pytestmark = pytest.mark.slow
@@ -34,20 +32,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     settings = Settings(data_dir=base / "data", workspace_root=root, api_key=API_KEY)
     env = {"TACHOGRAPH_LOG_SIGNING_KEY": "web-newcomer-signing-key-0123456789abcdef"}
     server = Server(settings, base / "serve.log", env)
-    hooks = HookServer()  # unused: Site names one
-    admin = {"x-tachograph-key": API_KEY}
-    try:
-        server.wait_ready(headers=admin)
-        with httpx.Client(base_url=server.url, headers=admin, timeout=15) as http:
-            yield Site(server, Api(http), hooks, root)
-    finally:
-        if server.popen.poll() is None:
-            server.signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        finally:
-            server.kill()
-            hooks.close()
+    with serving(server, HookServer(), root) as served:  # the hook server is unused
+        yield served
 
 
 def requested(page: Browser, suffix: str) -> list[str]:
