@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
+
+from tests.test_docs_links import tracked
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS_DOC = ROOT / "docs" / "settings.md"
 NAME = re.compile(r"\bTACHOGRAPH_[A-Z0-9_]*[A-Z0-9]\b")
 # A test reads a variable of its own only through the environment.
 TEST_READ = re.compile(r"""(?:environ(?:\.get)?\(|environ\[|getenv\()\s*["'](TACHOGRAPH_\w+)""")
-
-
-def tracked(*patterns: str) -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *patterns],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return [ROOT / name for name in listed if (ROOT / name).is_file()]
 
 
 def product_files() -> list[Path]:
