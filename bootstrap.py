@@ -6,7 +6,6 @@ import gc
 import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from uuid import UUID
@@ -19,6 +18,7 @@ from domain.application import Tachograph
 from domain.dispatch_facts import RECORD_FULL
 from domain.ids import forget_buffered_ids
 from domain.key_service import KeyService
+from domain.lifecycle import LifecycleEvent
 from domain.session import Session, SessionTarget
 from infra.approval_notify import ApprovalNotifier, notify_handler
 from infra.approval_wakeups import PgApprovalWakeups
@@ -33,7 +33,8 @@ from ingest.app_ports import AppSessions, CommittedDispatches
 from ingest.approval_gate import REUSE_WITHIN_S, ApprovalGate
 from ingest.group_commit import GroupCommitter
 from ingest.held_approvals import HeldApprovals
-from ingest.service import HookIngest
+from ingest.loop import run_sync
+from ingest.service import HookIngest, Ingested, Ports, Rules
 from projections.base import Projection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
@@ -75,11 +76,6 @@ class Services:
     autonomy: AutonomyRuntime | None = None
     # Hook requests waiting for an operator's decision (asyncio, no thread each).
     held: HeldApprovals | None = None
-    # Coder dispatches wait on this pool so a slow handler chain can be abandoned at
-    # half of Coder's timeout while it still finishes (and records) in the background.
-    coder_pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(16, thread_name_prefix="coder-dispatch")
-    )
     _session_workspaces: dict[UUID, str] = field(default_factory=dict, repr=False)
     # Every agent's learned content, in memory, for deliveries (hooks, task prompts).
     learned: LearnedContext | None = None
@@ -119,8 +115,6 @@ class Services:
         self.close()
 
     def close(self) -> None:
-        # Dispatches still running finish and record before the stores close.
-        self.coder_pool.shutdown(wait=True)
         if self.committer is not None:
             self.committer.close()  # drain queued appends before the store closes
         self.transport.close()
@@ -228,15 +222,20 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         else None
     )
     ingest = HookIngest(
-        config=settings.hooks,
-        redacted_tools=settings.redacted_tools,
-        record_facts=settings.record == RECORD_FULL,
-        sessions=AppSessions(app, lambda sid: session_exists(store, str(sid))),
-        dispatches=CommittedDispatches(app, committer),
-        ask=partial(ask, transport),
+        Rules(
+            hooks=settings.hooks,
+            approvals=ApprovalGate(settings.approvals, approvals, notifier),
+            redacted_tools=settings.redacted_tools,
+            record_facts=settings.record == RECORD_FULL,
+        ),
+        Ports(
+            sessions=AppSessions(app, lambda sid: session_exists(store, str(sid))),
+            dispatches=CommittedDispatches(app, committer),
+            ask=partial(ask, transport),
+            learned=learned.for_session,
+            held=held,
+        ),
         observe=observe_dispatch,
-        approvals=ApprovalGate(settings.approvals, approvals, notifier),
-        learned=learned.for_session,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
@@ -249,7 +248,9 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
     ]
     keys = KeyService(app)
     tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
-    tasks = build_task_runtime(settings, app, store, ingest, tokens, learned)
+    tasks = build_task_runtime(
+        settings, app, store, partial(_ingest_from_thread, ingest), tokens, learned
+    )
     jobs.extend(tasks.jobs())
     autonomy = AutonomyRuntime(settings, app, store, runner, transport, tasks)
     jobs.extend(autonomy.jobs())
@@ -272,6 +273,13 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         _session_workspaces=workspaces,
         learned=learned,
     )
+
+
+def _ingest_from_thread(
+    ingest: HookIngest, session_id: UUID, ev: LifecycleEvent, *, actor: str
+) -> Ingested:
+    """The task executor's hooks: HookIngest's one entry, from a thread with no loop."""
+    return run_sync(ingest.ingest(session_id, ev, actor=actor))
 
 
 def approval_wakeups(settings: Settings) -> PgApprovalWakeups | None:

@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from api.auth import AuthMiddleware
+from api.coder_webhook import finish_background_dispatches
 from api.errors import install_error_handlers
 from api.framework import framework_options
 from api.hook_routes import install_hook_routes
@@ -68,6 +69,8 @@ def create_app(
         try:
             yield
         finally:
+            # Coder dispatches answered at their deadline still finish and record first.
+            await finish_background_dispatches()
             services.stop()
 
     app = FastAPIOffline(

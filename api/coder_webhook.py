@@ -4,18 +4,16 @@ the token's claims name that very dispatch, chat and type."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
-from concurrent.futures import TimeoutError as FutureTimeout
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.errors import ApiError
-from api.hook_calls import checked, json_answer, settled
+from api.hook_calls import checked, json_answer
 from api.input_limits import body_error
 from api.metrics import WEBHOOK_REJECTED
 from domain.lifecycle import agent_session_uuid
@@ -38,10 +36,20 @@ from ingest.runtimes.coder import (
     parse_coder_request,
     timeout_answer,
 )
-from ingest.service import Ingested
+from ingest.service import Hold, Ingested
 
 if TYPE_CHECKING:
     from bootstrap import Services
+
+# Dispatches still running after their answer went out (kept referenced until done).
+_BACKGROUND: set[asyncio.Future[Ingested]] = set()
+_SETTLE_GRACE_S = 0.5
+
+
+async def finish_background_dispatches(timeout_s: float = 30.0) -> None:
+    """Let dispatches still running after their answer finish (and record) at shutdown."""
+    if _BACKGROUND:
+        await asyncio.wait(set(_BACKGROUND), timeout=timeout_s)
 
 
 def verify_coder_request(
@@ -109,26 +117,25 @@ async def answer_coder(services: Services, request: Request) -> Response:
     event = checked(coder_to_event(verified))
     session_id = agent_session_uuid(coder_session_key(verified.chat_id))
     budget = settings.coder_hook_timeout_ms / 2000
-    dispatch = partial(
-        services.ingest.ingest,
-        session_id,
-        event,
-        actor="coder",
-        create_in=DEFAULT_WORKSPACE,
-        may_hold=services.held is not None,
-        budget_s=budget,
+    # Coder waits far less than a person needs: a call not decided within half its
+    # timeout is denied as still pending (a retry finds the same approval), and slow
+    # handlers are answered with the timeout answer while the dispatch goes on, and is
+    # recorded, in the background.
+    dispatch = asyncio.ensure_future(
+        services.ingest.ingest(
+            session_id,
+            event,
+            actor="coder",
+            create_in=DEFAULT_WORKSPACE,
+            hold=Hold(until=time.monotonic() + budget),
+            budget_s=budget,
+        )
     )
-    started = time.monotonic()
-    future = services.coder_pool.submit(dispatch)
-    try:
-        result: Ingested | None = await run_in_threadpool(future.result, budget)
-    except FutureTimeout:
-        result = None
-    if result is not None and result.pending is not None:
-        # Coder waits far less than a person needs: a call not decided within its budget
-        # is denied as still pending, and a retry finds the same approval.
-        left = max(0.0, budget - (time.monotonic() - started))
-        result = await settled(services.ingest, services.held, result, left)
+    _BACKGROUND.add(dispatch)
+    dispatch.add_done_callback(_BACKGROUND.discard)
+    # A hold ends at the budget; the settled answer is then recorded, which takes a moment.
+    done, _ = await asyncio.wait({dispatch}, timeout=budget + _SETTLE_GRACE_S)
+    result: Ingested | None = dispatch.result() if done else None
     answer = (
         decision_to_coder(verified.type, result.decision)
         if result is not None

@@ -8,16 +8,11 @@ RequestValidationError before anything is recorded.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Callable
-from contextlib import suppress
-from functools import partial
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -30,15 +25,12 @@ from api.input_limits import TEXT_CHECKED, json_body
 from api.schemas import LifecycleEventBody
 from bootstrap import Services
 from domain.casing import to_camel
-from domain.hook_dispatch import ToolPolicy
 from domain.lifecycle import InvalidEvent, LifecycleEvent, agent_session_uuid, check_event
 from domain.workspace import DEFAULT_WORKSPACE
 from infra.logs import bind_log_context
-from ingest.held_approvals import GONE, HeldApprovals
-from ingest.ports import Render
 from ingest.runtimes.claude_code import HookPayloadError, with_session_title
 from ingest.runtimes.runtimes import CLAUDE, Runtime
-from ingest.service import HookIngest, Ingested
+from ingest.service import Hold, Ingested
 from services.credentials import Principal
 from services.tool_policy import tool_policy_for
 
@@ -47,88 +39,10 @@ CLAUDE_ROUTE = "/hooks/claude"
 _TEXT_CHECKED = {TEXT_CHECKED: True}
 
 
-# --- answering ------------------------------------------------------------------------
+# --- answering ---------------------------------------------------------------------
 
-
-async def ingest_in_loop(
-    ingest: HookIngest,
-    session_id: UUID,
-    ev: LifecycleEvent,
-    *,
-    actor: str,
-    policy: ToolPolicy | None = None,
-    render: Render | None = None,
-    create_in: str | None = None,
-    held: HeldApprovals | None = None,
-) -> Ingested:
-    """The service's answer without occupying a worker thread when nothing blocks.
-
-    A known session and no matching handlers: the event joins the group commit and
-    the loop wakes once per committed batch. Anything else (handlers to run, a session
-    to look up or create, a retried eventId) runs `ingest` in the thread pool. A call
-    held for an operator waits on the loop (`held`), not in a thread, and is then
-    recorded and answered by `settle`.
-    """
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[Ingested] = loop.create_future()
-    loop_thread = threading.get_ident()
-
-    def reply(outcome: Ingested | IntegrityError) -> None:
-        if threading.get_ident() != loop_thread:
-            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(reply, outcome)
-            return
-        if waiter.done():
-            return  # the request was cancelled (client gone)
-        if isinstance(outcome, IntegrityError):
-            waiter.set_exception(outcome)
-        else:
-            waiter.set_result(outcome)
-
-    started = ingest.start(
-        session_id,
-        ev,
-        actor=actor,
-        reply=reply,
-        deliver=loop.call_soon_threadsafe,
-        render=render,
-        policy=policy,
-    )
-    if started:
-        try:
-            return await waiter
-        except IntegrityError:
-            pass  # a retried eventId: the blocking path answers with the stored decision
-    ingested = await run_in_threadpool(
-        partial(
-            ingest.ingest,
-            session_id,
-            ev,
-            actor=actor,
-            render=render,
-            policy=policy,
-            create_in=create_in,
-            may_hold=held is not None,
-        )
-    )
-    return await settled(ingest, held, ingested)
-
-
-async def settled(
-    ingest: HookIngest, held: HeldApprovals | None, ingested: Ingested, wait_s: float | None = None
-) -> Ingested:
-    """The answer of a call held for an approval, once it settled or the wait ran out."""
-    pending = ingested.pending
-    if pending is None or held is None:
-        return ingested
-    limit = pending.wait_s if wait_s is None else min(wait_s, pending.wait_s)
-    ended = await held.wait(
-        pending.approval_id, limit, partial(ingest.still_pending, pending), caller_gone()
-    )
-    if ended == GONE:
-        # Nobody waits for the answer any more: recorded as abandoned, never decided.
-        return await run_in_threadpool(ingest.abandon, pending)
-    return await run_in_threadpool(ingest.settle, pending)
+# A hook request's caller can wait for an operator, and leaves when its runtime gives up.
+HOLD = Hold(gone=caller_gone)
 
 
 def json_answer(content: object, ingested: Ingested | None) -> Response:
@@ -184,13 +98,8 @@ async def answer_events(
     ev = parse_event_body(raw)
     await authorize_session_in_loop(principal, session_id, services, EVENTS_ROUTE)
     bind_log_context(session_id=session_id)
-    ingested = await ingest_in_loop(
-        services.ingest,
-        session_id,
-        ev,
-        actor=principal.actor,
-        policy=tool_policy_for(principal),
-        held=services.held,
+    ingested = await services.ingest.ingest(
+        session_id, ev, actor=principal.actor, policy=tool_policy_for(principal), hold=HOLD
     )
     return json_answer(decision_body(ingested), ingested)
 
@@ -297,15 +206,14 @@ async def answer_runtime(
     )
     await authorize_session_in_loop(principal, session_id, services, route)
     bind_log_context(session_id=session_id)
-    ingested = await ingest_in_loop(
-        services.ingest,
+    ingested = await services.ingest.ingest(
         session_id,
         ev,
         actor=principal.actor,
         policy=tool_policy_for(principal),
         render=runtime.render,
         create_in=workspace,
-        held=services.held,
+        hold=HOLD,
     )
     answer = ingested.answer
     if runtime is CLAUDE and ev.event == "SessionStart" and isinstance(answer, dict):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, DomainEventProtocol
@@ -13,7 +14,8 @@ from domain.errors import Conflict, NotFound
 from domain.hook_dispatch_record import HookDispatch
 from domain.session import Session
 from ingest.group_commit import GroupCommitter
-from ingest.ports import Build, Deliver, Done
+from ingest.loop import Ready, running_loop
+from ingest.ports import Build
 
 
 class AppSessions:
@@ -74,7 +76,12 @@ class AppSessions:
 
 
 class CommittedDispatches:
-    """Dispatches appended through the group commit, read back from the log."""
+    """Dispatches appended through the group commit, read back from the log.
+
+    On an event loop an append joins the next batch and the loop is woken once per
+    committed batch; in a plain thread the caller commits, leading a batch when no
+    commit is in flight (ingest/group_commit.py).
+    """
 
     def __init__(self, app: Tachograph, committer: GroupCommitter) -> None:
         self.app = app
@@ -83,14 +90,23 @@ class CommittedDispatches:
     def record(self, dispatch_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
         return self.committer.record_events(dispatch_id, events)
 
-    def enqueue(
-        self,
-        dispatch_id: UUID,
-        build: Build,
-        done: Done,
-        deliver: Deliver | None,
-    ) -> None:
-        self.committer.enqueue(dispatch_id, build, done, deliver)
+    def append(self, dispatch_id: UUID, build: Build) -> Awaitable[int]:
+        loop = running_loop()
+        if loop is None:
+            return Ready(self.committer.record_events(dispatch_id, build()))
+        appended: asyncio.Future[int] = loop.create_future()
+
+        def done(outcome: int | BaseException) -> None:
+            # In the loop's thread (delivered once per batch), unless the loop closed.
+            if appended.done() or loop.is_closed():
+                return  # the request went away (cancelled), or the server stopped
+            if isinstance(outcome, BaseException):
+                appended.set_exception(outcome)
+            else:
+                appended.set_result(outcome)
+
+        self.committer.enqueue(dispatch_id, build, done, loop.call_soon_threadsafe)
+        return appended
 
     def stored(self, dispatch_id: UUID) -> HookDispatch | None:
         try:

@@ -1,8 +1,8 @@
 """Holding a tool call for an operator: when a rule or a handler asks, and how it settles.
 
 The gate runs on the blocking path, after the handlers decided. It never waits itself:
-a call to hold comes back as a `PendingApproval`, which the caller waits on without a
-thread (ingest/held_approvals.py) and then hands to `HookIngest.settle`.
+a call to hold comes back as a `PendingApproval`, which HookIngest waits on without a
+thread (ingest/held_approvals.py) and then settles here (`settled`, `abandoned`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from typing import Any, Final
 from uuid import UUID
 
 from domain.approval import (
+    ABANDONED,
     PENDING,
     Approval,
+    abandoned_decision,
     allowed_for_session,
     approval_id,
     settled_decision,
 )
+from domain.approval import still_pending as still_pending_decision
 from domain.approval_rules import APPROVAL_EVENTS, DEFAULT_TIMEOUT_S, ApprovalRules
 from domain.dispatch_facts import input_summary, redacted_input
 from domain.hook_dispatch import REDACTED, Decision
@@ -31,6 +34,8 @@ from ingest.ports import ApprovalLog, Render
 # A request settled this recently still answers the same call: Claude Code's permission
 # dialog right after its PreToolUse, or a runtime retrying after "still pending".
 REUSE_WITHIN_S: Final = 120.0
+# A held request's timer may fire a moment before its deadline: that still expires it.
+_EARLY_WAKE: Final = timedelta(milliseconds=100)
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,37 @@ class ApprovalGate:
             except Exception:  # noqa: BLE001 - a notification never changes the outcome
                 logging.getLogger(__name__).exception("approval notification failed")
         return requested
+
+    # --- a held call, once its wait ended ---------------------------------------------
+
+    def still_pending(self, pending: PendingApproval) -> bool:
+        """Whether the held call's approval is still undecided, as the log says now."""
+        found = self.log.load(pending.approval_id) if self.log is not None else None
+        return found is None or found.status == PENDING
+
+    def settled(self, pending: PendingApproval, clock: Callable[[], datetime]) -> Decision:
+        """The decision on a held call once its approval settled (or its wait ran out)."""
+        assert self.log is not None
+        now = clock()
+        approval = self.log.load(pending.approval_id) or pending.approval
+        if approval.status == PENDING and now >= approval.deadline - _EARLY_WAKE:
+            approval = self.log.expire(approval.id, now)
+        if approval.status == PENDING:
+            return still_pending_decision(pending.asked, approval)  # the runtime could not wait
+        waited_ms = max(0, int((now - pending.received).total_seconds() * 1000))
+        return settled_decision(pending.asked, approval, waited_ms)
+
+    def abandoned(self, pending: PendingApproval, clock: Callable[[], datetime]) -> Decision:
+        """The held call's caller went away before its approval settled: the approval is
+        abandoned (a decision afterwards is refused) and the call recorded as still asking,
+        since no answer reached the runtime. A settlement stored first stands instead."""
+        assert self.log is not None
+        now = clock()
+        approval = self.log.abandon(pending.approval_id, now)
+        if approval.status != ABANDONED:
+            return self.settled(pending, clock)
+        waited_ms = max(0, int((now - pending.received).total_seconds() * 1000))
+        return abandoned_decision(pending.asked, approval, waited_ms)
 
 
 def _summary(ev: LifecycleEvent, decision: Decision) -> str | None:

@@ -7,9 +7,9 @@ transport, the metrics module for the observer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
@@ -20,6 +20,8 @@ from domain.hook_dispatch import Decision, HandlerReply, HandlerRequest
 from domain.hook_dispatch_record import HookDispatch
 from domain.learned_delivery import Composed
 from domain.session import Session
+
+T = TypeVar("T")
 
 # Runs a callable in the caller's thread, e.g. an event loop's `call_soon_threadsafe`.
 Deliver = Callable[[Callable[[], None]], object]
@@ -69,18 +71,14 @@ class SessionPort(Protocol):
 class DispatchLog(Protocol):
     """Where dispatches are recorded, durably, and found again."""
 
+    def append(self, dispatch_id: UUID, build: Build) -> Awaitable[int]:
+        """Append what `build` returns; the awaitable gives the dispatch's log position
+        once it is durable. On an event loop the append is queued (ingest/loop.py) and
+        the awaitable resolves in the loop's thread; elsewhere the caller commits and
+        the awaitable is ready."""
+
     def record(self, dispatch_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
         """Append atomically, block until durable; the dispatch's log position."""
-
-    def enqueue(
-        self,
-        dispatch_id: UUID,
-        build: Build,
-        done: Done,
-        deliver: Deliver | None,
-    ) -> None:
-        """Append what `build` returns without blocking; `done` gets the position once
-        durable (see Deliver), or the error `build` raised."""
 
     def stored(self, dispatch_id: UUID) -> HookDispatch | None:
         """The dispatch recorded under this id, if any (None also when unreachable)."""
@@ -112,3 +110,9 @@ class ApprovalLog(Protocol):
 
     def reusable(self, session_id: UUID, tool_name: str, summary: str | None) -> UUID | None:
         """A request for the same call still pending or settled a moment ago."""
+
+
+class Offload(Protocol):
+    """Runs a blocking step of the service where it may block (ingest/loop.py)."""
+
+    def __call__(self, step: Callable[[], T], /) -> Awaitable[T]: ...

@@ -1,22 +1,27 @@
 """HookIngest: one lifecycle event in, its decision out, recorded as one HookDispatch.
 
-Every route that takes hooks (the generic events route, Claude Code over HTTP and
-its command hook, Coder) and the task runtime call this service, with the event
-already mapped by their adapter (domain/lifecycle.py). The decision itself is the
-domain's pure `decide`; this service does the I/O around it, through its ports.
+Every route that takes hooks (the generic events route, each runtime's hook route,
+Coder) and the task runtime call `HookIngest.ingest`, with the event already mapped by
+its runtime's adapter (ingest/runtimes/). The decision itself is the domain's pure
+`decide`; this service does the I/O around it, through its ports.
 
-Two ways in, one set of rules:
-- `ingest` blocks (a thread pool's thread): session rules, handlers, the record.
-- `start` never blocks (an event loop): only for a session this process knows and an
-  event no handler matches, which is nearly every hook. It queues the record on the
-  group commit and replies once durable. False means "use `ingest`".
+One entry, one set of rules. `ingest` is a coroutine: the hook routes await it on the
+server's event loop, and threads with no loop (the task executor, synchronous routes)
+drive it with ingest/loop.py's `run_sync`. Where a step runs is the ports' business:
+a blocking step (a session to look up or create, handlers to ask, an approval to open)
+is `offload`ed, which on a loop means a worker thread; the record is the dispatch log's
+`append`, which on a loop joins the group commit and wakes the loop once per batch.
+Nearly every hook (a known session, no handler matching, no approval rule that may hold
+it) has no blocking step at all, so on a loop it never leaves it before the commit.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -24,63 +29,44 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.agent_ids import agent_id_for
-from domain.approval import (
-    ABANDONED as APPROVAL_ABANDONED,
-)
-from domain.approval import (
-    APPROVAL_HANDLER,
-    abandoned_decision,
-    settled_decision,
-    still_pending,
-)
-from domain.approval import PENDING as APPROVAL_PENDING
+from domain.approval import still_pending
 from domain.approval_rules import ApprovalRules
-from domain.dispatch_facts import dispatch_facts
-from domain.dispatch_text import recorded_decision, replayed, summary_hint, title_hint
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
     CONTEXT_CAP,
     CONTEXT_SEPARATOR,
-    OUTCOMES,
     PASS,
     Decision,
     Dispatch,
     HandlerCall,
     HandlerReply,
-    HandlerRequest,
-    Outcome,
     ToolPolicy,
     decide,
     match_key,
-    redact_tool_input,
 )
-from domain.hook_dispatch_record import (
-    HookDispatch,
-    creation_event,
-    dispatch_id_for,
-    legacy_dispatch_id,
-)
+from domain.hook_dispatch_record import dispatch_id_for
 from domain.learned_delivery import combine
-from domain.lifecycle import REPORTED_FIELDS, LifecycleEvent
+from domain.lifecycle import LifecycleEvent
 from domain.session import Session
 from ingest.approval_gate import ApprovalGate, PendingApproval
+from ingest.held_approvals import GONE, HeldApprovals
 from ingest.known_sessions import KnownSessions
+from ingest.loop import offload, run_sync
 from ingest.ports import (
     AskHandler,
     Clock,
-    Deliver,
     DispatchLog,
     DispatchObserver,
     LearnedSource,
+    Offload,
     Render,
     SessionPort,
 )
+from ingest.records import dispatch_created, handler_request
+from ingest.replay import stored_answer
 
 log = logging.getLogger(__name__)
 
-# A held request's timer may fire a moment before its deadline: that still expires it.
-_EARLY_WAKE = timedelta(milliseconds=100)
-APPROVAL_RUN_PREFIX = APPROVAL_HANDLER + ":"
 # A Stop `continue` is recorded on the session too; a concurrent change of the session
 # (a rename) makes that append conflict, and the count is then re-read and retried.
 _CONTINUE_RETRIES = 3
@@ -102,14 +88,48 @@ class Ingested:
     position: int | None
     recorded: bool
     duplicate: bool = False
-    # Set when the call waits for an operator: nothing is recorded or answered yet; the
-    # caller waits on the approval, then `HookIngest.settle` records and answers it.
-    pending: PendingApproval | None = None
 
-    def at(self, position: int) -> Ingested:
-        """This decision, durably recorded at `position` (no dataclasses.replace: this
-        runs once per event on the event loop)."""
-        return Ingested(self.dispatch_id, self.decision, self.answer, position, True)
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What decides a call, and what is kept of it."""
+
+    hooks: HookConfig
+    approvals: ApprovalGate = field(default_factory=lambda: ApprovalGate(ApprovalRules(), None))
+    redacted_tools: frozenset[str] = frozenset()
+    record_facts: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """Where the service reads, asks, waits and records (ingest/ports.py names each)."""
+
+    sessions: SessionPort
+    dispatches: DispatchLog
+    ask: AskHandler
+    learned: LearnedSource | None = None
+    # Held calls wait here, on the event loop; None: no call is ever held.
+    held: HeldApprovals | None = None
+    offload: Offload = offload
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A caller that can wait for an operator's decision on its call.
+
+    `gone` makes an awaitable that completes when the caller leaves (None: no way to
+    tell); `until` is a `time.monotonic()` deadline for a caller that waits less than
+    any approval would (Coder).
+    """
+
+    gone: Any = None  # Callable[[], Awaitable[None] | None]
+    until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    decision: Decision
+    session: Session | None
 
 
 def _no_observer(event: str, decision: Decision) -> None:
@@ -125,71 +145,60 @@ class HookIngest:
 
     def __init__(
         self,
+        rules: Rules,
+        ports: Ports,
         *,
-        config: HookConfig,
-        redacted_tools: frozenset[str],
-        record_facts: bool = True,
-        sessions: SessionPort,
-        dispatches: DispatchLog,
-        ask: AskHandler,
         known: KnownSessions | None = None,
         clock: Clock = _utc_now,
         observe: DispatchObserver = _no_observer,
-        approvals: ApprovalGate | None = None,
-        learned: LearnedSource | None = None,
     ) -> None:
-        self.config = config
-        self.redacted_tools = redacted_tools
-        self.record_facts = record_facts
-        self._sessions = sessions
-        self._dispatches = dispatches
-        self._ask = ask
+        self.rules = rules
+        self.config = rules.hooks
+        self.approvals = rules.approvals
+        self.redacted_tools = rules.redacted_tools
+        self._sessions = ports.sessions
+        self._dispatches = ports.dispatches
+        self._ask = ports.ask
+        self._learned = ports.learned
+        self._held = ports.held
+        self.offload = ports.offload
         self.known = known if known is not None else KnownSessions()
         self._clock = clock
         self._observe = observe
-        self.approvals = approvals if approvals is not None else ApprovalGate(ApprovalRules(), None)
-        self._learned = learned
 
     # --- sessions ---------------------------------------------------------------------
-
-    def require_session(self, session_id: UUID) -> None:
-        """Raise NotFound unless the session exists and is live."""
-        if session_id in self.known:
-            return
-        self._sessions.require(session_id)
-        self.known.add(session_id)
-
-    def ensure_session(self, session_id: UUID, workspace: str, ev: LifecycleEvent) -> None:
-        """Create an agent's session on its first event (a concurrent create is fine)."""
-        if session_id in self.known or self._sessions.exists(session_id):
-            return
-        self._sessions.create(session_id, workspace, ev.agent, ev.agent_session_id)
 
     def open_session(
         self, workspace: str, title: str | None, actor: str
     ) -> tuple[UUID, int | None, Ingested]:
-        """Create a session, then dispatch its SessionStart."""
+        """Create a session, then dispatch its SessionStart (from a thread with no loop)."""
         session_id, position = self._sessions.open(workspace, title, actor)
         # This SessionStart's answer reaches no agent: it carries no learned content.
-        started = self.ingest(
-            session_id,
-            LifecycleEvent("SessionStart", detail={"source": "api"}),
-            actor=actor,
-            deliver_learned=False,
-        )
+        start = LifecycleEvent("SessionStart", detail={"source": "api"})
+        started = run_sync(self.ingest(session_id, start, actor=actor, deliver_learned=False))
         return session_id, position, started
 
     def close_session(self, session_id: UUID, actor: str) -> int | None:
-        """Dispatch SessionEnd first, then delete the session (SPEC §5)."""
+        """Dispatch SessionEnd first, then delete the session (SPEC §5); from a thread
+        with no loop."""
         self._sessions.require(session_id, from_log=True)  # another replica may have deleted it
         ended = LifecycleEvent("SessionEnd", detail={"reason": "deleted"})
-        self.ingest(session_id, ended, actor=actor)
+        run_sync(self.ingest(session_id, ended, actor=actor))
         self.known.forget(session_id)
         return self._sessions.delete(session_id, actor)
 
-    # --- events -----------------------------------------------------------------------
+    def _admit(self, session_id: UUID, create_in: str | None, ev: LifecycleEvent) -> None:
+        """NotFound unless the session exists and is live; with `create_in`, create an
+        agent's session on its first event instead (a concurrent create is fine)."""
+        if create_in is None:
+            self._sessions.require(session_id)
+            self.known.add(session_id)
+        elif not self._sessions.exists(session_id):
+            self._sessions.create(session_id, create_in, ev.agent, ev.agent_session_id)
 
-    def ingest(
+    # --- the one entry ----------------------------------------------------------------
+
+    async def ingest(
         self,
         session_id: UUID,
         ev: LifecycleEvent,
@@ -198,29 +207,74 @@ class HookIngest:
         render: Render | None = None,
         policy: ToolPolicy | None = None,
         create_in: str | None = None,
-        may_hold: bool = False,
+        hold: Hold | None = None,
         budget_s: float | None = None,
         deliver_learned: bool = True,
     ) -> Ingested:
         """Apply the session rule, decide, record durably, return the decision.
 
         `create_in`: the workspace to create an agent's session in on its first event;
-        None when the session must exist already (NotFound otherwise). `may_hold`: the
-        caller can wait for an approval (an Ingested with `pending`), at most `budget_s`
-        when the runtime waits less than the approval's deadline; a caller that cannot
-        is told the call is still pending (a deny a retry may turn around).
+        None when the session must exist already (NotFound otherwise). `hold`: the
+        caller can wait for an operator's approval (on an event loop only), at most
+        `budget_s` when the runtime waits less than the approval's deadline; a caller
+        that cannot is told the call is still pending (a deny a retry may turn around).
         `deliver_learned`: False when the answer reaches no agent (no learned content).
         """
         received = self._clock()
-        if create_in is None:
-            self.require_session(session_id)
-        else:
-            self.ensure_session(session_id, create_in, ev)
+        if session_id not in self.known:
+            await self.offload(partial(self._admit, session_id, create_in, ev))
         dispatch_id = dispatch_id_for(session_id, ev.event_id)
         handlers = self._handlers_for(ev)
-        if ev.event_id and (handlers or self.approvals.may_hold(ev)):
-            # Don't re-run handlers (or ask an operator again) for a retried event: answer
-            # with the stored decision.
+        if not handlers and not self.approvals.may_hold(ev):
+            # Nearly every hook: nothing to ask, nothing to hold, nothing blocks.
+            decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
+            return await self._finish(
+                session_id, ev, dispatch_id, decision, actor, render, received, None,
+                deliver_learned,
+            )  # fmt: skip
+        can_hold = hold is not None and self._held is not None
+        judged = await self.offload(
+            partial(
+                self._judge,
+                session_id,
+                ev,
+                dispatch_id,
+                handlers,
+                actor,
+                render,
+                policy,
+                received,
+                budget_s,
+                can_hold,
+            )  # fmt: skip
+        )
+        if isinstance(judged, Ingested):
+            return judged  # a retried event: its stored answer
+        if isinstance(judged, PendingApproval):
+            assert hold is not None
+            return await self._wait_for_operator(judged, hold)
+        return await self._finish(
+            session_id, ev, dispatch_id, judged.decision, actor, render, received,
+            judged.session, deliver_learned,
+        )  # fmt: skip
+
+    def _judge(
+        self,
+        session_id: UUID,
+        ev: LifecycleEvent,
+        dispatch_id: UUID,
+        handlers: list[HookHandler],
+        actor: str,
+        render: Render | None,
+        policy: ToolPolicy | None,
+        received: datetime,
+        budget_s: float | None,
+        can_hold: bool,
+    ) -> Ingested | PendingApproval | _Judged:
+        """The blocking part of a decision: the stored answer of a retried event, the
+        handlers' replies, and the approval the call may have to wait for."""
+        if ev.event_id:
+            # Don't re-run handlers (or ask an operator again) for a retried event.
             stored = self._stored(session_id, dispatch_id, ev, render, legacy=True)
             if stored is not None:
                 return stored
@@ -240,67 +294,37 @@ class HookIngest:
                 redacted_tools=self.redacted_tools,
             )
             if isinstance(gated, PendingApproval):
-                if may_hold:
-                    return Ingested(dispatch_id, decision, None, None, False, pending=gated)
+                if can_hold:
+                    return gated
                 gated = still_pending(decision, gated.approval)
             decision = gated
-        return self._finish(
-            session_id, ev, dispatch_id, decision, actor, render, received, session, deliver_learned
+        return _Judged(decision, session)
+
+    # --- a call held for an operator --------------------------------------------------
+
+    async def _wait_for_operator(self, pending: PendingApproval, hold: Hold) -> Ingested:
+        """Wait until the approval settles, the wait runs out or the caller leaves; then
+        record and answer the call."""
+        assert self._held is not None
+        limit = pending.wait_s
+        if hold.until is not None:
+            limit = max(0.0, min(limit, hold.until - time.monotonic()))
+        gone = hold.gone() if hold.gone is not None else None
+        approvals = self.approvals
+        ended = await self._held.wait(
+            pending.approval_id, limit, partial(approvals.still_pending, pending), gone
         )
+        # Nobody waits for the answer any more: recorded as abandoned, never decided.
+        settle = approvals.abandoned if ended == GONE else approvals.settled
+        decision = await self.offload(partial(settle, pending, self._clock))
+        return await self._finish(
+            pending.session_id, pending.ev, pending.dispatch_id, decision, pending.actor,
+            pending.render, pending.received, None,
+        )  # fmt: skip
 
-    def still_pending(self, pending: PendingApproval) -> bool:
-        """Whether the held call's approval is still undecided, as the log says now."""
-        approvals = self.approvals.log
-        found = approvals.load(pending.approval_id) if approvals is not None else None
-        return found is None or found.status == APPROVAL_PENDING
+    # --- the record -------------------------------------------------------------------
 
-    def settle(self, pending: PendingApproval) -> Ingested:
-        """Record and answer a held call once its approval settled (or its wait ran out)."""
-        approvals = self.approvals.log
-        assert approvals is not None
-        now = self._clock()
-        approval = approvals.load(pending.approval_id) or pending.approval
-        if approval.status == APPROVAL_PENDING and now >= approval.deadline - _EARLY_WAKE:
-            approval = approvals.expire(approval.id, now)
-        if approval.status == APPROVAL_PENDING:
-            decision = still_pending(pending.asked, approval)  # the runtime could not wait
-        else:
-            waited_ms = max(0, int((now - pending.received).total_seconds() * 1000))
-            decision = settled_decision(pending.asked, approval, waited_ms)
-        return self._finish(
-            pending.session_id,
-            pending.ev,
-            pending.dispatch_id,
-            decision,
-            pending.actor,
-            pending.render,
-            pending.received,
-            None,
-        )
-
-    def abandon(self, pending: PendingApproval) -> Ingested:
-        """The held call's caller went away before its approval settled: the approval is
-        abandoned (a decision afterwards is refused) and the call recorded as still asking,
-        since no answer reached the runtime. A settlement stored first stands instead."""
-        approvals = self.approvals.log
-        assert approvals is not None
-        now = self._clock()
-        approval = approvals.abandon(pending.approval_id, now)
-        if approval.status != APPROVAL_ABANDONED:
-            return self.settle(pending)
-        waited_ms = max(0, int((now - pending.received).total_seconds() * 1000))
-        return self._finish(
-            pending.session_id,
-            pending.ev,
-            pending.dispatch_id,
-            abandoned_decision(pending.asked, approval, waited_ms),
-            pending.actor,
-            pending.render,
-            pending.received,
-            None,
-        )
-
-    def _finish(
+    async def _finish(
         self,
         session_id: UUID,
         ev: LifecycleEvent,
@@ -317,81 +341,81 @@ class HookIngest:
             self._with_learned(session_id, ev, decision) if deliver_learned else (decision, None)
         )
         answer, note = render(ev.event, delivered) if render is not None else (None, None)
-        fields = self._record(session_id, ev, dispatch_id, decision, note, actor, received, carried)
-        created = creation_event(**fields)
+
+        def build() -> list[DomainEventProtocol[UUID]]:
+            # On a loop this runs in the committing thread, not on the loop that serves
+            # every request's HTTP: the facts (redaction, digest, JSON) are built there.
+            return [
+                dispatch_created(
+                    session_id, ev, dispatch_id, decision, note, actor, received, carried,
+                    self.redacted_tools if self.rules.record_facts else None,
+                )
+            ]  # fmt: skip
+
         try:
-            position = self._append(session_id, ev, dispatch_id, decision, created, session)
+            if session is not None and decision.outcome == "continue":
+                continued = partial(
+                    self._append_continued, session_id, ev, dispatch_id, build, session
+                )
+                position = await self.offload(continued)
+            else:
+                position = await self._dispatches.append(dispatch_id, build)
         except IntegrityError:
-            stored = self._stored(session_id, dispatch_id, ev, render)
+            # A retried eventId: answered with the decision stored the first time.
+            stored = await self.offload(partial(self._stored, session_id, dispatch_id, ev, render))
             if stored is not None:
                 return stored
             raise
         except Exception:  # noqa: BLE001 - a recording failure never changes the outcome
             log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
-            return self._unrecorded(ev, dispatch_id, decision, render)
+            # Without learned content, which is only ever delivered on the record.
+            unrecorded = render(ev.event, decision)[0] if render is not None else None
+            return Ingested(dispatch_id, decision, unrecorded, None, False)
         self.known.add(session_id)
         return Ingested(dispatch_id, delivered, answer, position, True)
 
-    def _unrecorded(
-        self, ev: LifecycleEvent, dispatch_id: UUID, decision: Decision, render: Render | None
-    ) -> Ingested:
-        """The answer to a decision that could not be recorded: without learned content,
-        which is only ever delivered on the record."""
-        answer = render(ev.event, decision)[0] if render is not None else None
-        return Ingested(dispatch_id, decision, answer, None, False)
-
-    def start(
+    def _append_continued(
         self,
         session_id: UUID,
         ev: LifecycleEvent,
+        dispatch_id: UUID,
+        build: Any,
+        session: Session,
+    ) -> int:
+        """An honoured Stop `continue` is counted on its session in the same transaction
+        as the dispatch, so the per-turn cap never waits for a read model."""
+        created = build()
+        for _ in range(_CONTINUE_RETRIES - 1):
+            session.stop_continued(ev.turn_id, dispatch_id)
+            try:
+                return self._dispatches.record(dispatch_id, [*created, *session.collect_events()])
+            except IntegrityError:
+                reloaded = self._sessions.load(session_id)
+                if self._dispatches.stored(dispatch_id) is not None or reloaded is None:
+                    raise
+                session = reloaded
+        session.stop_continued(ev.turn_id, dispatch_id)
+        return self._dispatches.record(dispatch_id, [*created, *session.collect_events()])
+
+    def _stored(
+        self,
+        session_id: UUID,
+        dispatch_id: UUID,
+        ev: LifecycleEvent,
+        render: Render | None,
         *,
-        actor: str,
-        reply: Any,
-        deliver: Deliver | None = None,
-        render: Render | None = None,
-        policy: ToolPolicy | None = None,
-    ) -> bool:
-        """Begin an ingest that needs no blocking I/O; False when it needs `ingest`.
-
-        `reply` gets the Ingested once durable (through `deliver` when given), or an
-        IntegrityError for a retried eventId, which `ingest` answers from the log.
-        """
-        if session_id not in self.known or self._handlers_for(ev) or self.approvals.may_hold(ev):
-            return False
-        received = self._clock()
-        dispatch_id = dispatch_id_for(session_id, ev.event_id)
-        decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
-        delivered, carried = self._with_learned(session_id, ev, decision)
-        answer, note = render(ev.event, delivered) if render is not None else (None, None)
-        decided = Ingested(dispatch_id, delivered, answer, None, False)
-
-        def build() -> list[DomainEventProtocol[UUID]]:
-            # In the committing thread, not on the event loop that serves every request's
-            # HTTP: the facts (redaction, digest, JSON) and the event are built there
-            # (Claude route +8% events/s with facts, docs/performance.md).
-            fields = self._record(
-                session_id, ev, dispatch_id, decision, note, actor, received, carried
-            )
-            return [creation_event(**fields)]
-
-        def settle(outcome: int | BaseException) -> None:
-            if isinstance(outcome, int):
-                reply(decided.at(outcome))
-            elif isinstance(outcome, IntegrityError):
-                reply(outcome)
-            else:
-                log.error("hook dispatch could not be recorded: %s", outcome)
-                reply(
-                    decided
-                    if carried is None
-                    else self._unrecorded(ev, dispatch_id, decision, render)
-                )
-
-        self._dispatches.enqueue(dispatch_id, build, settle, deliver)
-        return True
+        legacy: bool = False,
+    ) -> Ingested | None:
+        found = stored_answer(
+            self._dispatches, session_id, dispatch_id, ev, render, self._with_learned,
+            legacy=legacy,
+        )  # fmt: skip
+        if found is None:
+            return None
+        stored_id, decision, answer, head = found
+        return Ingested(stored_id, decision, answer, head, True, duplicate=True)
 
     # --- the parts --------------------------------------------------------------------
-
     def _with_learned(
         self, session_id: UUID, ev: LifecycleEvent, decision: Decision
     ) -> tuple[Decision, list[dict[str, Any]] | None]:
@@ -423,18 +447,6 @@ class HookIngest:
         )
         return delivered, list(composed.items)
 
-    def _redelivered(
-        self, ev: LifecycleEvent, decision: Decision, stored: HookDispatch
-    ) -> Decision:
-        """A retried event's answer: with the learned content it was first given, when
-        that is still what the agent would get now (same targets, same digests); else
-        without it, since what it carries must be what the record says."""
-        recorded = getattr(stored, "learned", None)
-        if not recorded:
-            return decision
-        delivered, carried = self._with_learned(stored.session_id, ev, decision)
-        return delivered if carried == recorded else decision
-
     def _handlers_for(self, ev: LifecycleEvent) -> list[HookHandler]:
         return self.config.handlers_for(ev.event, match_key(ev.event, ev.tool_name, ev.subagent_id))
 
@@ -452,7 +464,7 @@ class HookIngest:
             decision = PASS
         else:
             dispatch = Dispatch(
-                request=self._request(session_id, ev, dispatch_id, received),
+                request=handler_request(session_id, ev, dispatch_id, received, self.redacted_tools),
                 policy=policy,
                 policy_input=ev.tool_input,
                 cwd=_working_directory(ev) if policy is not None else None,
@@ -465,135 +477,6 @@ class HookIngest:
             log.exception("dispatch observer failed")
         return decision
 
-    def _request(
-        self, session_id: UUID, ev: LifecycleEvent, dispatch_id: UUID, received: datetime
-    ) -> HandlerRequest:
-        return HandlerRequest(
-            event_id=ev.event_id or str(dispatch_id),
-            event=ev.event,
-            session_id=str(session_id),
-            turn_id=ev.turn_id,
-            tool_call_id=ev.tool_call_id,
-            tool_name=ev.tool_name,
-            agent=ev.agent,
-            model=ev.model,
-            timestamp=received.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            tool_input=redact_tool_input(ev.tool_name, ev.tool_input, self.redacted_tools),
-            tool_response=redact_tool_input(ev.tool_name, ev.tool_response, self.redacted_tools),
-            prompt=ev.prompt,
-            last_assistant_message=ev.last_assistant_message,
-            subagent_id=ev.subagent_id,
-            detail=ev.detail,
-            **{name: getattr(ev, name) for name in REPORTED_FIELDS},
-        )
-
-    def _record(
-        self,
-        session_id: UUID,
-        ev: LifecycleEvent,
-        dispatch_id: UUID,
-        decision: Decision,
-        note: str | None,
-        actor: str,
-        received: datetime,
-        learned: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        """The fields of the HookDispatch that records this decision (its context is the
-        handlers'; the learned content it carried is recorded by reference, `learned`)."""
-        return {
-            "dispatch_id": dispatch_id,
-            "session_id": session_id,
-            "event_name": ev.event,
-            "event_id": ev.event_id,
-            "turn_id": ev.turn_id,
-            "agent": ev.agent,
-            "agent_session_id": ev.agent_session_id,
-            "tool_name": ev.tool_name,
-            "tool_call_id": ev.tool_call_id,
-            "subagent_id": ev.subagent_id,
-            "outcome": decision.outcome,
-            # The recorded copy of every text is redacted; the answer is not (see
-            # domain/dispatch_text.py).
-            **recorded_decision(decision),
-            "title_hint": title_hint(ev.prompt) if ev.event == "UserPromptSubmit" else None,
-            "summary_hint": summary_hint(ev.last_assistant_message) if ev.event == "Stop" else None,
-            "note": note,
-            "actor": actor,
-            "facts": dispatch_facts(ev, decision, self.redacted_tools)
-            if self.record_facts
-            else None,
-            "received_at": received,
-            "learned": learned,
-        }
-
-    def _append(
-        self,
-        session_id: UUID,
-        ev: LifecycleEvent,
-        dispatch_id: UUID,
-        decision: Decision,
-        created: DomainEventProtocol[UUID],
-        session: Session | None,
-    ) -> int:
-        """Record the dispatch; an honoured Stop `continue` is counted on its session in
-        the same transaction, so the per-turn cap never waits for a read model."""
-        if session is None or decision.outcome != "continue":
-            return self._dispatches.record(dispatch_id, [created])
-        for _ in range(_CONTINUE_RETRIES - 1):
-            session.stop_continued(ev.turn_id, dispatch_id)
-            try:
-                return self._dispatches.record(dispatch_id, [created, *session.collect_events()])
-            except IntegrityError:
-                reloaded = self._sessions.load(session_id)
-                if self._dispatches.stored(dispatch_id) is not None or reloaded is None:
-                    raise
-                session = reloaded
-        session.stop_continued(ev.turn_id, dispatch_id)
-        return self._dispatches.record(dispatch_id, [created, *session.collect_events()])
-
-    def _stored(
-        self,
-        session_id: UUID,
-        dispatch_id: UUID,
-        ev: LifecycleEvent,
-        render: Render | None,
-        *,
-        legacy: bool = False,
-    ) -> Ingested | None:
-        """The answer a retried event got, from its stored dispatch; None when none.
-
-        `legacy`: also look under the id earlier releases gave the eventId (one for every
-        session), and take what is there only when that dispatch is of this very session:
-        a retry that crosses an upgrade still gets its stored decision, while another
-        session's event with the same eventId is never answered from it. Only the paths
-        that read the log before deciding look (handlers to run, a call an operator may
-        hold); the hot path does not spend a read on it, so a retry across an upgrade of
-        an event no handler matches is recorded once more (docs/hooks.md).
-        """
-        stored = self._dispatches.stored(dispatch_id)
-        if stored is None and legacy and ev.event_id:
-            dispatch_id = legacy_dispatch_id(ev.event_id)
-            stored = self._dispatches.stored(dispatch_id)
-        if stored is None or stored.session_id != session_id:
-            return None
-        outcome, refused = replayed(stored.outcome, stored.replacement)
-        decision = Decision(
-            stored_outcome(outcome),
-            refused or stored.reason,
-            stored.additional_context,
-            None if refused else stored.replacement,
-            approved=any(
-                str(run.get("handler_id", "")).startswith(APPROVAL_RUN_PREFIX)
-                and run.get("outcome") == "pass"
-                for run in stored.runs
-            ),
-        )
-        decision = self._redelivered(ev, decision, stored)
-        answer = render(ev.event, decision)[0] if render is not None else None
-        return Ingested(
-            dispatch_id, decision, answer, self._dispatches.head(), True, duplicate=True
-        )
-
 
 def run_handlers(dispatch: Dispatch, handlers: list[HookHandler], ask: AskHandler) -> Decision:
     """Ask each handler the domain names, in turn, until it has decided."""
@@ -603,12 +486,6 @@ def run_handlers(dispatch: Dispatch, handlers: list[HookHandler], ask: AskHandle
         replies.append(ask(step.handler, step.request))
         step = decide(dispatch, handlers, replies)
     return step
-
-
-def stored_outcome(outcome: str) -> Outcome:
-    """A recorded outcome; anything else (never written) reads as the safe side, deny."""
-    # `ask` is never recorded (an approval settles it first); read as deny all the same.
-    return outcome if outcome in OUTCOMES and outcome != "ask" else "deny"  # type: ignore[return-value]
 
 
 def _working_directory(ev: LifecycleEvent) -> str | None:

@@ -60,9 +60,10 @@ HEARTBEAT_INTERVAL_S = 5.0
 
 
 class TaskHooks(Protocol):
-    """Hook ingestion as the executor uses it (TaskStart/TaskStop are observational)."""
+    """Hook ingestion as the executor uses it, from its own threads (TaskStart/TaskStop
+    are observational); bootstrap.py drives HookIngest's one entry with it."""
 
-    def ingest(self, session_id: UUID, ev: LifecycleEvent, *, actor: str) -> Any: ...
+    def __call__(self, session_id: UUID, ev: LifecycleEvent, *, actor: str) -> Any: ...
 
 
 class StopCheck:
@@ -390,7 +391,7 @@ class TaskExecutor:
             detail={"taskId": str(claim.task_id), "attempt": claim.attempt, **detail},
         )
         try:
-            self.hooks.ingest(claim.session_id, ev, actor="system")
+            self.hooks(claim.session_id, ev, actor="system")
         except Exception as exc:  # noqa: BLE001 - observational hooks never fail a task
             log.warning("%s hook failed: %s", event, exc, extra={"task_id": claim.task_id})
 
@@ -523,7 +524,7 @@ class TaskRuntime:
                     },
                 )
                 try:
-                    self.hooks.ingest(UUID(task.session_id), ev, actor="system")
+                    self.hooks(UUID(task.session_id), ev, actor="system")
                 except Exception as exc:  # noqa: BLE001 - observational
                     log.warning("TaskStop hook failed: %s", exc)
         return recovered

@@ -11,10 +11,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from infra.settings import Settings
+from ingest.service import HookIngest
 from projections.runner import ProjectionRunner
 
 PG_URL = os.environ.get("TACHOGRAPH_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -142,3 +144,17 @@ def admin_client(
             yield client
     finally:
         server.kill()
+
+
+def watch_offloads(ingest: HookIngest) -> list[object]:
+    """The blocking steps `ingest` takes off the event loop from now on, as they happen
+    (an empty list: a call never left the loop)."""
+    offloaded: list[object] = []
+    original = ingest.offload
+
+    def watched(step: Any) -> Any:
+        offloaded.append(step)
+        return original(step)
+
+    ingest.offload = watched
+    return offloaded

@@ -21,7 +21,7 @@ from bootstrap import Services
 from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
 from tests.hook_server import HookServer, answer
-from tests.support import Server, env_for
+from tests.support import Server, env_for, watch_offloads
 from tests.test_hook_gateway_api import hooks_settings
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude-code"
@@ -88,29 +88,21 @@ def test_a_known_sessions_claude_hooks_are_answered_from_the_event_loop_alike(
     adapter_client: TestClient,
 ) -> None:
     services: Services = adapter_client.app.state.services  # type: ignore[attr-defined]
-    fast_calls: list[bool] = []
-    original = services.ingest.start
-
-    def watched(*args: Any, **kwargs: Any) -> Any:
-        taken = original(*args, **kwargs)
-        fast_calls.append(taken)  # True: answered without a worker thread
-        return taken
-
-    services.ingest.start = watched  # type: ignore[method-assign]
+    offloaded = watch_offloads(services.ingest)
     native = load_fixture("SessionStart-1.json")["session_id"]
     created = adapter_client.post("/hooks/claude", json=load_fixture("SessionStart-1.json"))
-    assert created.status_code == 200 and fast_calls == [False]  # a new session: blocking
+    assert created.status_code == 200 and len(offloaded) == 1  # a new session: created
     before = log_size(adapter_client)
     for name in FIXTURE_NAMES:
         payload = {**load_fixture(name), "session_id": native}
-        fast_calls.clear()
+        offloaded.clear()
         first = adapter_client.post("/hooks/claude", json=payload)
         # The same hook again as a tool call of its own, so that it is not taken for a
         # redelivery of the first: appended after it, answered alike.
         if "tool_use_id" in payload:
             payload["tool_use_id"] += "-again"
         again = adapter_client.post("/hooks/claude", json=payload)
-        assert fast_calls == [True, True], name  # both answered from the event loop
+        assert offloaded == [], name  # both answered without leaving the event loop
         assert first.status_code == again.status_code == 200, name
         assert first.content == again.content == b"{}", name
         assert set(first.headers) == set(again.headers), name
@@ -504,16 +496,7 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
         app = create_app(hooks_settings(settings, server, hooks))
         with TestClient(app, raise_server_exceptions=False) as client:
             services: Services = client.app.state.services  # type: ignore[attr-defined]
-            fast_calls: list[bool] = []
-            original = services.ingest.start
-            via = "loop"
-
-            def watched(*args: Any, **kwargs: Any) -> Any:
-                taken = False if via == "pool" else original(*args, **kwargs)
-                fast_calls.append(taken)
-                return taken
-
-            services.ingest.start = watched  # type: ignore[method-assign]
+            offloaded = watch_offloads(services.ingest)
             start = load_fixture("SessionStart-1.json")
             assert client.post("/hooks/claude", json=start).status_code == 200
             bodies = [
@@ -530,7 +513,9 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                 answers, stored = [], []
                 for via in ("loop", "pool"):
                     payload["tool_use_id"] = f"toolu_{n}_{via}"
-                    fast_calls.clear()
+                    if via == "pool":  # a session to look up first: a worker thread
+                        services.ingest.known.forget(UUID(claude_session(start)))
+                    offloaded.clear()
                     sent = client.post("/hooks/claude", json=payload)
                     assert sent.status_code == 200, sent.text
                     position = int(sent.headers["x-tachograph-position"])
@@ -542,8 +527,9 @@ def test_either_path_answers_the_same_bytes_and_stores_the_same_event(
                     )
                     answers.append((sent.content, sorted(sent.headers)))
                     stored.append(event["data"])
-                    # Only Read has no handler to run: the loop takes it unless declined.
-                    assert fast_calls == [n == 2 and via == "loop"], via
+                    # Only Read has no handler to run: without a session to look up, it
+                    # never leaves the event loop.
+                    assert bool(offloaded) == (n != 2 or via == "pool"), via
                 on_loop, in_pool = stored
                 for data in stored:  # what tells the two calls apart, and nothing else
                     assert data.pop("tool_call_id").startswith(f"toolu_{n}_")

@@ -18,6 +18,7 @@ from infra.settings import Settings
 from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections
 from tests.hook_server import HookServer, answer
+from tests.support import watch_offloads
 
 
 @pytest.fixture
@@ -456,31 +457,24 @@ def test_bad_handler_answers_fail_closed_for_gates(
     assert [(r["handlerId"], r["failure"]) for r in records if r["handlerId"]] == [("bad", failure)]
 
 
-def test_the_event_loop_path_answers_exactly_as_the_thread_pool_path(
+def test_a_call_decided_on_the_event_loop_answers_exactly_as_one_with_blocking_steps(
     gateway_client: TestClient,
 ) -> None:
-    """One route, two ways through the service: an event no handler matches, for a known
-    session, joins the group commit from the event loop (`start`); anything else runs
-    `ingest` in the thread pool. The answer is the same whichever took it."""
+    """One entry, two ways through it: an event no handler matches, for a session this
+    process knows, is decided and queued on the group commit without leaving the event
+    loop; a session it must look up first takes a worker thread for that step. The
+    answer is the same whichever way it went."""
     session_id = new_session(gateway_client)
     url = f"/api/sessions/{session_id}/events"
     body = {"event": "PostToolUse", "toolName": "Bash", "toolInput": {"command": "ls"}}
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
-    taken: list[bool] = []
-    original = services.ingest.start
-    decline = False
-
-    def watched(*args: Any, **kwargs: Any) -> Any:
-        started = False if decline else original(*args, **kwargs)
-        taken.append(started)
-        return started
-
-    services.ingest.start = watched  # type: ignore[method-assign]
+    offloaded = watch_offloads(services.ingest)
     before = _ingest_count(gateway_client)
     on_loop = gateway_client.post(url, json=body)
-    decline = True
+    assert offloaded == []
+    services.ingest.known.forget(UUID(session_id))
     in_pool = gateway_client.post(url, json=body)
-    assert taken == [True, False]
+    assert len(offloaded) == 1  # the session's lookup
     assert on_loop.status_code == in_pool.status_code == 200
     loop_body, pool_body = on_loop.json(), in_pool.json()
     assert loop_body.pop("dispatchId") != pool_body.pop("dispatchId")  # two dispatches
@@ -506,14 +500,15 @@ def test_a_retried_event_is_appended_once_and_answered_from_the_log(
     session_id = new_session(gateway_client)
     services: Services = gateway_client.app.state.services  # type: ignore[attr-defined]
     first = post(gateway_client, session_id, event="PostToolUse", eventId="retry-1")
+    assert services.committer is not None
     attempts: list[object] = []
-    original = services.ingest.start
+    original = services.committer.enqueue
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         attempts.append(args)
         return original(*args, **kwargs)
 
-    services.ingest.start = counted  # type: ignore[method-assign]
+    services.committer.enqueue = counted  # type: ignore[method-assign]
     again = post(gateway_client, session_id, event="PostToolUse", eventId="retry-1")
     assert again.status_code == 200
     assert again.json() == first.json()  # the stored decision, same dispatch

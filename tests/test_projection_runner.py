@@ -16,6 +16,7 @@ from bootstrap import Services
 from domain.application import Tachograph
 from domain.lifecycle import LifecycleEvent
 from infra.log_reader import read_events
+from ingest.loop import run_sync
 from projections.base import Envelope, Projection, iso, stored_iso
 from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections
@@ -34,11 +35,13 @@ def make_history(services: Services, sessions: int = 30) -> None:
         app.save_session_messages(session_id, 0, [f"m{i}"], "test")
         for turn in range(2):
             for event in _turn(i, turn):
-                services.ingest.ingest(session_id, event, actor="test")
+                run_sync(services.ingest.ingest(session_id, event, actor="test"))
         if i % 5 == 0:
             app.delete_session(session_id, "test")
             # A straggler recorded after the delete must not revive its audit or row.
-            services.ingest.ingest(session_id, LifecycleEvent("PostToolUse"), actor="test")
+            run_sync(
+                services.ingest.ingest(session_id, LifecycleEvent("PostToolUse"), actor="test")
+            )
 
 
 def _turn(i: int, turn: int) -> list[LifecycleEvent]:
@@ -170,7 +173,7 @@ def test_this_process_offers_what_it_appends_to_its_runner(services: Services) -
     services.runner.catch_up()
     reads = _reads_of(services.app)
     session_id = services.app.create_session("default", "offered", "test").aggregate_id
-    services.ingest.ingest(session_id, LifecycleEvent("PostToolUse"), actor="test")
+    run_sync(services.ingest.ingest(session_id, LifecycleEvent("PostToolUse"), actor="test"))
     while services.runner.run_once():
         pass
     assert [count for _, count in reads if count] == []  # nothing read back

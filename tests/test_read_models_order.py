@@ -13,11 +13,16 @@ deny never relabels it.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import itertools
 import re
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -26,7 +31,9 @@ from bootstrap import Services, build_services
 from domain.approval_rules import ApprovalRule, ApprovalRules
 from domain.lifecycle import LifecycleEvent
 from infra.settings import Settings
-from ingest.approval_gate import PendingApproval
+from ingest.approval_gate import ApprovalGate, PendingApproval
+from ingest.loop import run_sync
+from ingest.service import Hold, Ingested
 from projections.activity import ActivityQuery, search_activity
 from projections.replay import replay, select_projections
 from projections.timeline import session_timeline
@@ -44,21 +51,80 @@ def services(settings: Settings) -> Iterator[Services]:
         built.stop()
 
 
-class Call:
-    """One Claude Code tool call driven step by step through the hook path."""
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """The event loop a held call waits on, as the server's would, in a thread of its own."""
+    running = asyncio.new_event_loop()
+    thread = threading.Thread(target=running.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        asyncio.run_coroutine_threadsafe(_cancel_tasks(), running).result(5)
+        running.call_soon_threadsafe(running.stop)
+        thread.join(5)
+        running.close()
 
-    def __init__(self, services: Services, command: str) -> None:
+
+async def _cancel_tasks() -> None:
+    """What is left waiting on the loop (the approvals poller) ends with the test."""
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Call:
+    """One Claude Code tool call driven step by step through the hook path.
+
+    A held PreToolUse waits on the event loop as a hook request does; the step that
+    records it once its approval settled (or its caller left) is held back until the
+    test says `settle` (or `abandon`), so every order of the facts can be produced.
+    """
+
+    def __init__(self, services: Services, loop: asyncio.AbstractEventLoop, command: str) -> None:
         self.services = services
+        self.loop = loop
         self.session = uuid.uuid4()
         self.call_id = f"toolu_{uuid.uuid4().hex[:12]}"
         self.command = command
         self.pending: PendingApproval | None = None
-        services.ingest.ingest(
-            self.session,
-            LifecycleEvent("UserPromptSubmit", agent="claude-code", prompt="clean up"),
-            actor="agent",
-            create_in="default",
+        self.held: concurrent.futures.Future[Ingested] | None = None
+        self.gone = threading.Event()
+        self.release = threading.Event()
+        ingest = services.ingest
+        gate, offload = ingest.approvals.gate, ingest.offload
+        recording_steps = (ApprovalGate.settled, ApprovalGate.abandoned)
+
+        def watched_gate(*args: Any, **kwargs: Any) -> Any:
+            gated = gate(*args, **kwargs)
+            if isinstance(gated, PendingApproval):
+                self.pending = gated
+            return gated
+
+        def held_back(step: Any) -> Any:
+            if getattr(getattr(step, "func", None), "__func__", None) in recording_steps:
+                return offload(partial(self._when_released, step))
+            return offload(step)
+
+        ingest.approvals.gate = watched_gate  # type: ignore[method-assign]
+        ingest.offload = held_back
+        run_sync(
+            services.ingest.ingest(
+                self.session,
+                LifecycleEvent("UserPromptSubmit", agent="claude-code", prompt="clean up"),
+                actor="agent",
+                create_in="default",
+            )
         )
+
+    def _when_released(self, step: Callable[[], Any]) -> Any:
+        assert self.release.wait(10), "the test never settled the held call"
+        return step()
+
+    async def _caller_left(self) -> None:
+        while not self.gone.is_set():
+            await asyncio.sleep(0.005)
 
     def _event(self, name: str, **extra: Any) -> LifecycleEvent:
         return LifecycleEvent(
@@ -72,16 +138,33 @@ class Call:
 
     def pre(self) -> None:
         """PreToolUse: held (an approval requested, nothing else recorded) or answered."""
-        ingested = self.services.ingest.ingest(
-            self.session, self._event("PreToolUse"), actor="agent", may_hold=True
+        asked = self.services.ingest.ingest(
+            self.session,
+            self._event("PreToolUse"),
+            actor="agent",
+            hold=Hold(gone=self._caller_left),
         )
-        self.pending = ingested.pending
+        held = asyncio.run_coroutine_threadsafe(asked, self.loop)
+        deadline = time.monotonic() + 10
+        while not held.done() and (self.pending is None or not self._waiting()):
+            assert time.monotonic() < deadline, "the call was neither held nor answered"
+            time.sleep(0.005)
+        if held.done():
+            held.result()  # answered at once (raises what the service raised)
+        else:
+            self.held = held
+
+    def _waiting(self) -> bool:
+        held = self.services.held
+        return held is not None and held.waiting > 0
 
     def post(self) -> None:
-        self.services.ingest.ingest(
-            self.session,
-            self._event("PostToolUse", tool_response={"stdout": "removed"}, duration_ms=26),
-            actor="agent",
+        run_sync(
+            self.services.ingest.ingest(
+                self.session,
+                self._event("PostToolUse", tool_response={"stdout": "removed"}, duration_ms=26),
+                actor="agent",
+            )
         )
 
     def decide(self, verdict: str) -> Callable[[], None]:
@@ -95,13 +178,16 @@ class Call:
 
     def settle(self) -> None:
         """The held request wakes and records the Pre with the decision."""
-        assert self.pending is not None
-        self.services.ingest.settle(self.pending)
+        assert self.held is not None
+        self.release.set()
+        self.held.result(10)
 
     def abandon(self) -> None:
         """The held request's caller went away: abandoned, the Pre recorded as `ask`."""
-        assert self.pending is not None
-        self.services.ingest.abandon(self.pending)
+        assert self.held is not None
+        self.gone.set()
+        self.release.set()
+        self.held.result(10)
 
 
 def interleavings(held: list[str]) -> Iterator[list[str]]:
@@ -145,10 +231,10 @@ def call_row(services: Services, call: Call) -> tuple[dict[str, Any], dict[str, 
     ("path", "steps"), CASES, ids=lambda v: "-".join(v) if isinstance(v, list) else v
 )
 def test_a_calls_rows_follow_from_its_facts_in_any_order(
-    services: Services, path: str, steps: list[str]
+    services: Services, loop: asyncio.AbstractEventLoop, path: str, steps: list[str]
 ) -> None:
     command = "rm -rf build" if path != "unheld" else "ls build"
-    call = Call(services, command)
+    call = Call(services, loop, command)
     actions: dict[str, Callable[[], None]] = {
         "pre": call.pre,
         "post": call.post,

@@ -31,6 +31,7 @@ from domain.lifecycle import LifecycleEvent
 from infra.agent_stream import AgentStream
 from infra.log_reader import read_events
 from infra.settings import Settings
+from ingest.loop import run_sync
 from services.live_stream import LiveStream, Reads
 from tests.support import env_for
 from tests.test_session_export import recomputed_link, stored_bytes
@@ -220,7 +221,7 @@ def stored_numbers(services: Services, session_id: str) -> int:
         tool_call_id="c1",
         tool_input={"nan": math.nan, "inf": math.inf, "neg": -math.inf},
     )
-    numbers = services.ingest.ingest(uuid.UUID(session_id), tool, actor="earlier-release")
+    numbers = run_sync(services.ingest.ingest(uuid.UUID(session_id), tool, actor="earlier-release"))
     assert numbers.position is not None
     return numbers.position
 
@@ -228,8 +229,8 @@ def stored_numbers(services: Services, session_id: str) -> int:
 def stored_surrogates(services: Services, session_id: str) -> int:
     """A prompt holding lone surrogates, stored as `\\ud800` escapes; its position."""
     prompt = LifecycleEvent(event="UserPromptSubmit", turn_id="t0", prompt="say MARKER")
-    template = services.ingest.ingest(
-        uuid.uuid4(), prompt, actor="earlier-release", create_in="default"
+    template = run_sync(
+        services.ingest.ingest(uuid.uuid4(), prompt, actor="earlier-release", create_in="default")
     )
     assert template.position is not None
     return as_stored_earlier(services, template.position, session_id, "\\ud800 and \\udfff")
