@@ -12,12 +12,16 @@ the commands they concern are. Pure.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from domain.shell.paths import DEVICES, ELSEWHERE, URL, brace_expand, normalize
 from domain.shell.result import Facts, ToolCallAnalysis
 from domain.shell.tools import Tools
 from domain.shell.verdict import Denial, quoted
+
+# Placeholders for values only known at run time (``$TMPDIR``'s stands for a directory).
+RUN_TIME = re.compile("[\x01\x03-\x05]")
 
 
 class _Recorder:
@@ -34,6 +38,8 @@ class _Recorder:
     def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
         if not value or value.startswith("-"):
             return None  # an option or stdin; a path glued to one (`--out=x`) comes on its own
+        if RUN_TIME.search(value):
+            return None  # a value only known at run time (`X=$(cmd)`), not a path it names
         if URL.match(value):
             if not value.lower().startswith("file:"):
                 return None  # a network address, not a path

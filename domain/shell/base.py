@@ -25,6 +25,15 @@ class ShellBase(ABC):
     # Collected facts when analysing (None when only judging: the hot path records nothing).
     facts: Facts | None
 
+    def _noted(self, denial: Denial | None) -> Denial | None:
+        """A refusal met on the walk: returned when judging, which stops there; when
+        analysing, noted (as not understood, if it is one) and the walk goes on, so the
+        facts cover the whole call."""
+        if denial is not None and self.facts is not None:
+            self.facts.refusal(denial)
+            return None
+        return denial
+
     def _endpoint(self, target: str) -> None:
         if self.facts is not None:
             self.facts.endpoint(target)

@@ -62,6 +62,13 @@ from domain.shell.verdict import (
     unseen,
 )
 
+# Commands that run another as a different user, and their options that take a value:
+# analysing, the walk follows them into the command they run.
+_RUN_AS = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}),
+    "doas": frozenset({"-u", "-C"}),
+}
+
 
 class CommandRunner(ShellBase):
     """Runs one argv: peels wrappers, applies the command's judge, checks its paths."""
@@ -95,14 +102,20 @@ class CommandRunner(ShellBase):
                 )
             name = posixpath.basename(head.value) if "/" in head.value else head.value
             if "/" in head.value:
-                denial = self._executable(head, state)
+                denial = self._noted(self._executable(head, state))
                 if denial:
                     return denial
             if name in PRIVILEGE:
                 shown = " ".join(a.raw for a in args)
-                return refused(
-                    SUDO, shown, "a self-update cycle may not change user or gain privileges"
+                denial = self._noted(
+                    refused(
+                        SUDO, shown, "a self-update cycle may not change user or gain privileges"
+                    )
                 )
+                if denial or name not in _RUN_AS:
+                    return denial
+                args = args[1 + skip_options(args[1:], _RUN_AS[name]) :]
+                continue
             if name in UNANALYSED_WRAPPERS:
                 return refused(
                     UNANALYSED_WRAPPER,
@@ -117,7 +130,7 @@ class CommandRunner(ShellBase):
                 return unwrapped
             own, args = unwrapped
             for arg in own:
-                denial = self._arg_path(arg, state)
+                denial = self._noted(self._arg_path(arg, state))
                 if denial:
                     return denial
         if not args:
@@ -171,6 +184,8 @@ class CommandRunner(ShellBase):
         if judge is not None:
             verdict: Denial | None = getattr(self, judge)(call)
             if verdict:
+                # Analysing, the walk goes on after the command, but not into arguments
+                # whose roles (data, paths) its judge left unsettled when it refused.
                 return verdict
         elif not (
             name in KNOWN_COMMANDS
@@ -185,7 +200,7 @@ class CommandRunner(ShellBase):
 
         for index, arg in enumerate(call.args):
             if index not in call.data:
-                denial = self._arg_path(arg, state, write=call.writes)
+                denial = self._noted(self._arg_path(arg, state, write=call.writes))
                 if denial:
                     return denial
         return None

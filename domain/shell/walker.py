@@ -178,14 +178,12 @@ class Shell(
             for index, command in enumerate(pipeline.commands):
                 own = state if alone else state.fork()  # pipeline stages run in subshells
                 if isinstance(command, Group):
-                    denial = self._pipelines(command.body, own.fork(), depth) or self._redirects(
-                        command.redirects, own, depth
-                    )
+                    denial = self._noted(
+                        self._pipelines(command.body, own.fork(), depth)
+                    ) or self._redirects(command.redirects, own, depth)
                 else:
                     denial = self._simple(command, own, index > 0, depth)
-                if denial and self.facts is not None:
-                    self.facts.refusal(denial)  # analysing: note it, walk on
-                elif denial:
+                if self._noted(denial):
                     return denial
         return None
 
@@ -257,7 +255,7 @@ class Shell(
             if doc is not None and not doc.quoted:
                 subs.extend(p.text for p in expansion_parts(doc.body) if p.kind == "sub")
         for sub in subs:  # substitutions run before the command they feed
-            denial = self.script(sub, state.fork(), depth + 1)
+            denial = self._noted(self.script(sub, state.fork(), depth + 1))
             if denial:
                 return denial
         words = command.words
@@ -277,7 +275,7 @@ class Shell(
                     denial = denial or self._arithmetic(part.text, state, word.raw)
                 elif part.kind == "expr":
                     denial = denial or self._subscript(part.text, state, word.raw)
-                if denial:
+                if self._noted(denial):
                     return denial
         if command.defines is not None:
             return self._define(command.defines.raw, state)
@@ -293,7 +291,7 @@ class Shell(
                     return denial
                 i += 2
             elif raw in ("for", "select") and not words[i].quoted:
-                return self._loop(args[i + 1 :], state) or self._redirects(
+                return self._noted(self._loop(args[i + 1 :], state)) or self._redirects(
                     command.redirects, state, depth
                 )
             elif raw == "case" and not words[i].quoted:
@@ -305,7 +303,7 @@ class Shell(
             assignments.append(args[i])
             i += 1
         for assignment in assignments:
-            denial = self._assignment(assignment, state, depth)
+            denial = self._noted(self._assignment(assignment, state, depth))
             if denial:
                 return denial
         if i >= len(args):
@@ -313,7 +311,7 @@ class Shell(
                 self._assign(assignment, state)
             return self._redirects(command.redirects, state, depth)
         stdin = self._stdin(command.redirects, state)
-        return self.command(args[i:], state, piped, stdin, depth) or self._redirects(
+        return self._noted(self.command(args[i:], state, piped, stdin, depth)) or self._redirects(
             command.redirects, state, depth
         )
 
@@ -360,7 +358,7 @@ class Shell(
             if redirect.op in (">&", "<&") and re.fullmatch(r"\d+-?|-", target.value):
                 continue
             denial = self._arg_path(target, state, write=redirect.op not in ("<", "<&"))
-            if denial:
+            if self._noted(denial):
                 return denial
         return None
 

@@ -118,10 +118,26 @@ def test_git_operations_name_their_remotes() -> None:
 
 
 def test_rules_about_what_may_run_are_not_facts_but_the_commands_are() -> None:
-    analysis = bash("sudo apt-get install x; git push")
-    assert [run.program for run in analysis.commands] == ["sudo", "git"]
+    analysis = bash("sudo pytest -q; git push")
+    assert [run.program for run in analysis.commands] == ["sudo", "pytest", "git"]
     assert analysis.git == (GitOperation("push", None),)
     assert analysis.understood
+
+
+def test_facts_cover_the_whole_call_past_what_a_rule_would_refuse() -> None:
+    analysis = bash(
+        "git push origin main > push.log; cat /etc/passwd ../x; sudo -u root cat src/a.py"
+        " && curl -s https://example.com/a 2> err.txt; X=$(gh release list) ls docs"
+    )
+    assert [run.program for run in analysis.commands] == [
+        "git", "cat", "sudo", "cat", "curl", "gh", "ls",
+    ]  # fmt: skip
+    assert analysis.reads == ("/etc/passwd", "/w/x", "/w/repo/src/a.py", "/w/repo/docs")
+    assert analysis.writes == ("/w/repo/push.log", "/w/repo/err.txt")
+    assert analysis.endpoints == (Endpoint("https://example.com/a", "example.com", False),)
+    assert analysis.git == (GitOperation("push", "origin"),)
+    elsewhere = bash("X=$(date) cat $TMPDIR/x")
+    assert elsewhere.reads == ("$TMPDIR/x",)  # another directory, as written; X is no path
 
 
 @pytest.mark.parametrize(
