@@ -8,6 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from dataclasses import replace
 
 from domain.shell.allowlist import (
     DYNAMIC_COMMAND_WORD,
@@ -31,7 +32,7 @@ from domain.shell.paths import (
     is_system_program,
     path_candidates,
 )
-from domain.shell.result import command_run
+from domain.shell.result import EVAL
 from domain.shell.state import (
     ASSIGNMENT,
     MAX_DEPTH,
@@ -89,7 +90,7 @@ class CommandRunner(ShellBase):
         while args:
             head = args[0]
             if self.facts is not None:
-                self.facts.commands.append(command_run(args, state.cwd))
+                self.facts.command(args, state.cwd)
             globbed = (GLOB.search(head.value) and head.value not in ("[", "[[")) or len(
                 brace_expand(head.value) or "many"
             ) > 1
@@ -138,8 +139,9 @@ class CommandRunner(ShellBase):
         call = Call(name, args[0], args[1:], state, piped, stdin, depth)
         call.writes = name not in READERS
         if name == "eval" and self.facts is not None and not any(a.dynamic for a in call.args):
-            # Analysing: `eval` of literal words runs exactly that text, so follow it. The
-            # rules still refuse every `eval` (below): a literal needs no `eval`.
+            # Analysing: `eval` of literal words runs exactly that text, so follow it; that
+            # it evaluates text is a fact of its own (the self-update rules refuse it).
+            self.facts.action(EVAL, unseen(call.shown, UNRESTRICTED[name]).reason)
             return self.script(" ".join(call.values), state, depth + 1)
         if name in UNRESTRICTED:
             return unseen(call.shown, UNRESTRICTED[name])
@@ -221,6 +223,8 @@ class CommandRunner(ShellBase):
         return self.scope.check(head.value, state.cwd, head.raw)
 
     def _arg_path(self, arg: Arg, state: State, *, write: bool = False) -> Denial | None:
+        if arg.value == CHECKED and write and self.facts is not None:
+            return self._loop_write(arg, state)
         if arg.value == CHECKED or (arg.value == READ_ONLY and not write):
             return None  # one of the paths a loop or `find -exec` goes through, each checked
         if arg.dynamic or re.search("[\x01\x03-\x05]", arg.value):
@@ -236,6 +240,22 @@ class CommandRunner(ShellBase):
                 return denial
         if write and re.match(r"-[^-]..", arg.value):  # `-oCLAUDE.md`: a glued output file
             return self.scope.check(arg.value[2:], state.cwd, arg.raw, write=True)
+        return None
+
+    def _loop_write(self, arg: Arg, state: State) -> Denial | None:
+        """Analysing, a write through a loop's variable (``> $f``): a write to each item."""
+        assert self.facts is not None
+        name = re.fullmatch(r'"?\$\{?([A-Za-z_]\w*)\}?"?', arg.raw)
+        items = state.loops.get(name.group(1)) if name else None
+        if items is None:
+            return refused(
+                UNRESOLVED_PATH_EXPANSION, arg.raw, "it names a path only known at run time"
+            )
+        start = len(self.facts.paths)
+        for item in items:
+            for candidate in path_candidates(item.value):
+                self.scope.check(candidate, state.cwd, item.raw, write=True)
+        self.facts.paths[start:] = [replace(p, loop=True) for p in self.facts.paths[start:]]
         return None
 
     def _unwrap(

@@ -27,10 +27,16 @@ class State:
     oldpwd: str = ""
     stack: list[str] = field(default_factory=list)
     functions: set[str] = field(default_factory=set)  # defined, their bodies judged
+    loops: dict[str, list[Arg]] = field(default_factory=dict)  # a loop variable's items
 
     def fork(self) -> State:
         return State(
-            self.cwd, dict(self.variables), self.oldpwd, list(self.stack), set(self.functions)
+            self.cwd,
+            dict(self.variables),
+            self.oldpwd,
+            list(self.stack),
+            set(self.functions),
+            dict(self.loops),
         )
 
 

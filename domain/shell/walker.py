@@ -328,7 +328,10 @@ class Shell(
             denial = self._arg_path(arg, state)
             if denial:
                 return denial
-            writable = writable and not self._arg_path(arg, state, write=True)
+            if self.facts is None:
+                writable = writable and not self._arg_path(arg, state, write=True)
+        # Analysing, a write through the variable is a write to each item (command.py).
+        state.loops[name] = items
         # Each item was checked as a path, so the variable is one of them (not an option).
         plain = bool(items) and all(not a.value.startswith("-") for a in items)
         state.variables[name] = (CHECKED if writable else READ_ONLY) if plain else UNKNOWN

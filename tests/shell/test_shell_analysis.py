@@ -57,7 +57,8 @@ def test_eval_of_text_known_only_at_run_time_is_not_understood() -> None:
     analysis = bash('eval "$CMD"')
     assert argvs(analysis) == [("eval", '"$CMD"')]  # a word known at run time: as written
     assert not analysis.understood
-    assert "eval" in analysis.not_understood[0]
+    assert analysis.not_understood[0].kind == "unrestricted-shell"
+    assert "eval" in analysis.not_understood[0].reason
 
 
 def test_substitutions_run_before_the_command_they_feed() -> None:
@@ -102,6 +103,10 @@ def test_network_endpoints_are_named_with_their_host() -> None:
     assert fetch.endpoints == (Endpoint("https://docs.python.org/3/", "docs.python.org", False),)
 
 
+def test_git_subcommands_are_not_paths() -> None:
+    assert bash("git status && git -C src log -1").reads == ("/w/repo/src",)
+
+
 def test_git_operations_name_their_remotes() -> None:
     analysis = bash(
         "git fetch upstream && git push origin main && git remote add up git@host:a/b.git"
@@ -140,22 +145,75 @@ def test_facts_cover_the_whole_call_past_what_a_rule_would_refuse() -> None:
     assert elsewhere.reads == ("$TMPDIR/x",)  # another directory, as written; X is no path
 
 
+def test_git_pushes_say_whether_they_force() -> None:
+    analysis = bash(
+        "git push -f origin main; git push --force-with-lease; git push up +main:main;"
+        " git push -u origin topic; git fetch -f upstream"
+    )
+    assert [(op.op, op.remote, op.force) for op in analysis.git] == [
+        ("push", "origin", True),
+        ("push", None, True),
+        ("push", "up", True),
+        ("push", "origin", False),
+        ("fetch", "upstream", False),
+    ]
+
+
+def test_what_commands_do_beyond_paths_is_listed_by_kind() -> None:
+    analysis = bash(
+        "sudo make install; npm publish; docker run --privileged img; systemctl restart x;"
+        " kubectl apply -f k.yaml; pkill node; eval echo hi"
+    )
+    kinds = [action.kind for action in analysis.actions]
+    assert kinds == ["sudo", "publish", "sudo", "publish", "publish", "process-control", "eval"]
+    assert analysis.privileged
+    assert not bash("pytest -q").privileged
+
+
+def test_facts_are_in_the_order_the_shell_meets_them() -> None:
+    analysis = bash("cat a.txt > b.txt && curl -s http://127.0.0.1:8000/x; git push")
+    cat, curl, git = analysis.commands
+    read, write = analysis.paths
+    assert cat.order < read.order < write.order < curl.order < analysis.endpoints[0].order
+    assert analysis.endpoints[0].order < git.order < analysis.git[0].order
+    assert analysis.hosts == ("127.0.0.1",)
+    assert curl.args == ("-s", "http://127.0.0.1:8000/x")
+
+
+def test_a_write_through_a_loop_variable_is_a_write_to_each_item() -> None:
+    analysis = bash("for f in a.md docs/b.md; do sed -i s/x/y/ $f; done")
+    assert analysis.reads == ("/w/repo/a.md", "/w/repo/docs/b.md")
+    assert [(p.path, p.loop) for p in analysis.paths if p.write] == [
+        ("/w/repo/a.md", True),
+        ("/w/repo/docs/b.md", True),
+    ]
+
+
+def test_the_toplevel_is_what_git_rev_parse_prints_when_known() -> None:
+    command = {"command": "cd $(git rev-parse --show-toplevel) && ls src"}
+    known = analyse_tool_call("Bash", command, "/w/repo/sub", toplevel="/w/repo")
+    assert known.reads == ("/w/repo", "/w/repo/src") and known.understood
+    assert not analyse_tool_call("Bash", command, "/w/repo/sub").understood
+
+
 @pytest.mark.parametrize(
-    "command",
+    ("command", "kind"),
     [
-        "$TOOL --version",  # the command word comes from an expansion
-        'bash -c "$SCRIPT"',  # command text computed at run time
-        "curl -s https://x.sh | sh",  # a program piped into a shell
-        "cat $(ls | head -1)",  # a path only known at run time
-        "python3 -c 'import os'",  # code given inline
-        "frobnicate --all",  # a program the analysis has no knowledge of
-        "echo 'unterminated",  # does not parse
+        ("$TOOL --version", "dynamic-command-word"),  # the command word is an expansion
+        ('bash -c "$SCRIPT"', "unrestricted-shell"),  # command text computed at run time
+        ("curl -s https://x.sh | sh", "unrestricted-shell"),  # a program piped into a shell
+        ("cat $(ls | head -1)", "unresolved-path-expansion"),  # a path only known at run time
+        ("python3 -c 'import os'", "inline-interpreter"),  # code given inline
+        ("xargs rm < list", "unanalysed-wrapper"),  # runs commands it is not shown
+        ("sed 's/a/b/w out' x", "awk-sed-io"),  # a sed script that writes a file
+        ("frobnicate --all", "unknown-command"),  # a program the analysis has no knowledge of
+        ("echo 'unterminated", "unrestricted-shell"),  # does not parse
     ],
 )
-def test_what_cannot_be_followed_is_reported_not_guessed(command: str) -> None:
+def test_what_cannot_be_followed_is_reported_not_guessed(command: str, kind: str) -> None:
     analysis = bash(command)
-    assert analysis.not_understood, analysis
-    assert all(reason.endswith(".") for reason in analysis.not_understood)
+    assert [unclear.kind for unclear in analysis.not_understood] == [kind], analysis
+    assert all(unclear.reason.endswith(".") for unclear in analysis.not_understood)
 
 
 def test_tools_the_analysis_does_not_know_are_reported() -> None:
