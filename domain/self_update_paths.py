@@ -1,10 +1,10 @@
 """Where a self-update cycle may read and write: its clone, minus what is off-limits.
 
-The path half of the self-update rules (domain/self_update_policy.py): the shell walker
-and the tool dispatch hand it every path they meet, as written and with the directory it
-is relative to; it refuses paths outside the clone, under a protected root, credential
-and git-internal files, the agents' own settings, and writes to what instructs an agent.
-Judging is lexical: symlinks are not followed.
+The path half of the self-update rules (domain/self_update_policy.py): each path the shell
+analysis found a call reading or writing is judged here (``judge_use``). It refuses paths
+outside the clone, under a protected root, credential and git-internal files, the agents'
+own settings, and writes to what instructs an agent. Judging is lexical: symlinks are not
+followed.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from domain.shell.paths import (
     parent_glob,
     within,
 )
+from domain.shell.result import PathUse
 from domain.shell.verdict import (
     CREDENTIALS,
     OUTSIDE_CLONE,
@@ -132,6 +133,25 @@ class Scope:
             if denial:
                 return denial
         return None
+
+    def judge_use(self, use: PathUse) -> Denial | None:
+        """Judge a path the shell analysis found (absolute, or outside: ``~``, ``$TMPDIR``)."""
+        path = use.path
+        if not path.startswith("/"):
+            return self._outside(path)
+        if any(parent_glob(part) for part in path.split("/")):
+            return refused(
+                UNRESOLVED_PATH_EXPANSION, path, "its pattern can match `..`, out of the clone"
+            )
+        denial = self.judge(path, path, write=use.write)
+        if denial and use.loop:
+            return refused(
+                UNRESOLVED_PATH_EXPANSION,
+                path,
+                f"a loop writes through its variable to it ({denial.rule}), which the "
+                "self-update policy refuses; write each path out",
+            )
+        return denial
 
     def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
         """Judge a normalized absolute path."""
