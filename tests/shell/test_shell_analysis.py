@@ -2,13 +2,15 @@
 
 Each case names the facts it must produce; not-understood inputs must say so rather than
 guess. The real payloads of tests/fixtures/shell-calls/ (copied from the runtimes'
-captured hooks) carry their expected analysis beside them.
+captured hooks) carry their expected analysis beside them, and every PreToolUse capture
+of the runtimes in tests/fixtures/ must be understood and stay in its cwd.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +258,37 @@ def test_the_fixture_set_covers_shell_file_and_patch_tools() -> None:
     calls = [_payload_call(json.loads(p.read_text())["payload"]) for p in FIXTURES.glob("*.json")]
     tools = {tool for tool, _, _ in calls}
     assert {"Bash", "Write", "apply_patch", "run_shell_command", "write_file"} <= tools
+
+
+# Every PreToolUse (Gemini CLI: BeforeTool) capture of the runtimes self-update cycles run.
+CAPTURED_RUNTIMES = ("claude-code", "claude-code-2.1.328", "codex", "copilot", "gemini")
+
+
+def _captured_calls() -> list[Path]:
+    found = []
+    for runtime in CAPTURED_RUNTIMES:
+        for path in sorted((FIXTURES.parent / runtime).rglob("*.json")):
+            event = re.sub(r"^\d+-|-\d+$", "", path.name.split(".")[0]).lower()
+            payload = json.loads(path.read_text())
+            payload = payload.get("payload", payload)
+            if event in ("pretooluse", "beforetool") and "hookSpecificOutput" not in payload:
+                found.append(path)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", _captured_calls(), ids=lambda p: str(p.relative_to(FIXTURES.parent))
+)
+def test_every_captured_tool_call_is_understood_and_stays_in_its_cwd(path: Path) -> None:
+    payload = json.loads(path.read_text())
+    tool, tool_input, cwd = _payload_call(payload.get("payload", payload))
+    analysis = analyse_tool_call(tool, tool_input, cwd)
+    assert analysis.understood, analysis.not_understood
+    assert analysis.commands or analysis.writes  # each runs a command or writes a file
+    assert all(p.startswith(cwd + "/") for p in analysis.reads + analysis.writes), analysis
+    assert not (analysis.endpoints or analysis.git or analysis.actions)
+
+
+def test_the_captures_hold_shell_and_file_calls_of_each_runtime() -> None:
+    runtimes = {path.relative_to(FIXTURES.parent).parts[0] for path in _captured_calls()}
+    assert runtimes == set(CAPTURED_RUNTIMES)
