@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from domain.protected_paths import PROTECTED_COMPONENTS, PROTECTED_NAMES, is_protected
 from domain.shell.allowlist import (
@@ -20,10 +19,7 @@ from domain.shell.allowlist import (
 )
 from domain.shell.paths import (
     DEVICES,
-    ELSEWHERE,
     GLOB,
-    URL,
-    brace_expand,
     normalize,
     parent_glob,
     within,
@@ -33,7 +29,6 @@ from domain.shell.verdict import (
     CREDENTIALS,
     OUTSIDE_CLONE,
     PROTECTED_PATH,
-    UNRESTRICTED_SHELL,
     Denial,
     quoted,
     refused,
@@ -105,34 +100,6 @@ class Scope:
 
     def resolve(self, value: str, cwd: str) -> str:
         return normalize(value if value.startswith("/") else f"{cwd}/{value}")
-
-    def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
-        """Judge a path as written (relative to ``cwd``, with ``~`` and ``file://``)."""
-        if not value:
-            return None
-        if URL.match(value):
-            if not value.lower().startswith("file:"):
-                return None  # other URLs are the network rule's business
-            value = urlsplit(value).path or "/"
-        elif value.lower().startswith("file:"):
-            value = value[5:] or "/"
-        candidates = brace_expand(value)
-        if candidates is None:
-            return Denial(
-                UNRESTRICTED_SHELL,
-                f"{quoted(shown)} expands to too many paths for the self-update policy to check.",
-            )
-        for candidate in candidates:
-            if candidate.startswith(("~", ELSEWHERE)):
-                return self._outside(shown)
-            if any(parent_glob(part) for part in candidate.split("/")):
-                return refused(
-                    UNRESOLVED_PATH_EXPANSION, shown, "its pattern can match `..`, out of the clone"
-                )
-            denial = self.judge(self.resolve(candidate, cwd), shown, write=write)
-            if denial:
-                return denial
-        return None
 
     def judge_use(self, use: PathUse) -> Denial | None:
         """Judge a path the shell analysis found (absolute, or outside: ``~``, ``$TMPDIR``)."""

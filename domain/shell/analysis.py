@@ -62,9 +62,6 @@ class _Recorder:
                     self.facts.path(path, write=write)
         return None
 
-    def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
-        return None
-
 
 def analyse_tool_call(
     tool_name: str, tool_input: object, cwd: str, *, toplevel: str | None = None

@@ -26,7 +26,6 @@ from domain.shell.base import ShellBase
 from domain.shell.paths import (
     CHECKED,
     GLOB,
-    READ_ONLY,
     UNKNOWN,
     brace_expand,
     is_system_program,
@@ -89,8 +88,7 @@ class CommandRunner(ShellBase):
             return unseen(" ".join(a.raw for a in args), "commands are nested too deeply")
         while args:
             head = args[0]
-            if self.facts is not None:
-                self.facts.command(args, state.cwd)
+            self.facts.command(args, state.cwd)
             globbed = (GLOB.search(head.value) and head.value not in ("[", "[[")) or len(
                 brace_expand(head.value) or "many"
             ) > 1
@@ -103,18 +101,13 @@ class CommandRunner(ShellBase):
                 )
             name = posixpath.basename(head.value) if "/" in head.value else head.value
             if "/" in head.value:
-                denial = self._noted(self._executable(head, state))
-                if denial:
-                    return denial
+                self._note(self._executable(head, state))
             if name in PRIVILEGE:
                 shown = " ".join(a.raw for a in args)
-                denial = self._noted(
-                    refused(
-                        SUDO, shown, "a self-update cycle may not change user or gain privileges"
-                    )
-                )
-                if denial or name not in _RUN_AS:
-                    return denial
+                why = "a self-update cycle may not change user or gain privileges"
+                self._note(refused(SUDO, shown, why))
+                if name not in _RUN_AS:
+                    return None
                 args = args[1 + skip_options(args[1:], _RUN_AS[name]) :]
                 continue
             if name in UNANALYSED_WRAPPERS:
@@ -131,16 +124,14 @@ class CommandRunner(ShellBase):
                 return unwrapped
             own, args = unwrapped
             for arg in own:
-                denial = self._noted(self._arg_path(arg, state))
-                if denial:
-                    return denial
+                self._note(self._arg_path(arg, state))
         if not args:
             return None
         call = Call(name, args[0], args[1:], state, piped, stdin, depth)
         call.writes = name not in READERS
-        if name == "eval" and self.facts is not None and not any(a.dynamic for a in call.args):
-            # Analysing: `eval` of literal words runs exactly that text, so follow it; that
-            # it evaluates text is a fact of its own (the self-update rules refuse it).
+        if name == "eval" and not any(a.dynamic for a in call.args):
+            # `eval` of literal words runs exactly that text, so follow it; that it
+            # evaluates text is a fact of its own (the self-update rules refuse it).
             self.facts.action(EVAL, unseen(call.shown, UNRESTRICTED[name]).reason)
             return self.script(" ".join(call.values), state, depth + 1)
         if name in UNRESTRICTED:
@@ -202,9 +193,7 @@ class CommandRunner(ShellBase):
 
         for index, arg in enumerate(call.args):
             if index not in call.data:
-                denial = self._noted(self._arg_path(arg, state, write=call.writes))
-                if denial:
-                    return denial
+                self._note(self._arg_path(arg, state, write=call.writes))
         return None
 
     def _nested(self, call: Call, start: int) -> Denial | None:
@@ -223,10 +212,9 @@ class CommandRunner(ShellBase):
         return self.scope.check(head.value, state.cwd, head.raw)
 
     def _arg_path(self, arg: Arg, state: State, *, write: bool = False) -> Denial | None:
-        if arg.value == CHECKED and write and self.facts is not None:
-            return self._loop_write(arg, state)
-        if arg.value == CHECKED or (arg.value == READ_ONLY and not write):
-            return None  # one of the paths a loop or `find -exec` goes through, each checked
+        if arg.value == CHECKED:
+            # One of the paths a loop or `find -exec` goes through, each read already.
+            return self._loop_write(arg, state) if write else None
         if arg.dynamic or re.search("[\x01\x03-\x05]", arg.value):
             return refused(
                 UNRESOLVED_PATH_EXPANSION,
@@ -243,8 +231,7 @@ class CommandRunner(ShellBase):
         return None
 
     def _loop_write(self, arg: Arg, state: State) -> Denial | None:
-        """Analysing, a write through a loop's variable (``> $f``): a write to each item."""
-        assert self.facts is not None
+        """A write through a loop's variable (``> $f``): a write to each of its items."""
         name = re.fullmatch(r'"?\$\{?([A-Za-z_]\w*)\}?"?', arg.raw)
         items = state.loops.get(name.group(1)) if name else None
         if items is None:

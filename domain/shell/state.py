@@ -104,7 +104,7 @@ def skip_options(args: list[Arg], value_options: frozenset[str]) -> int:
 
 
 class PathRules(Protocol):
-    """How the walker has each path it meets judged (the self-update rules) or recorded."""
+    """Where the walker hands each path it meets (domain/shell/analysis.py records them)."""
 
     @property
     def clone(self) -> str | None: ...
@@ -112,8 +112,6 @@ class PathRules(Protocol):
     def resolve(self, value: str, cwd: str) -> str: ...
 
     def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None: ...
-
-    def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None: ...
 
 
 def piped_file(call: Call, *programs: str) -> Denial | None:

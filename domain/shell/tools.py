@@ -134,26 +134,15 @@ _KNOWN_TOOLS = (
 class Tools:
     """Takes one tool call apart: its paths go to ``scope``, its shell text to the walker."""
 
-    def __init__(self, scope: PathRules, facts: Facts | None = None) -> None:
+    def __init__(self, scope: PathRules, facts: Facts) -> None:
         self.scope = scope
         self.facts = facts
 
     def _unknown(self, reason: str, kind: str) -> None:
-        if self.facts is not None:
-            self.facts.unknown(reason, kind)
+        self.facts.unknown(reason, kind)
 
-    def evaluate(self, tool_name: str, tool_input: object, cwd: str | None) -> Denial | None:
-        root = self.scope.clone or cwd or "/"
-        base = root
-        if cwd:
-            base = self.scope.resolve(cwd, root)
-            denial = self.scope.judge(base, cwd)
-            if denial:
-                return Denial(
-                    denial.rule,
-                    f"The agent's working directory {quoted(cwd)} is not a place a self-update "
-                    f"cycle may work ({denial.rule}), so every tool call is refused.",
-                )
+    def evaluate(self, tool_name: str, tool_input: object, cwd: str) -> Denial | None:
+        base = self.scope.resolve(cwd, "/")
         name = tool_name.strip().lower()
         if name in UNRESTRICTED:
             return unseen(tool_name, UNRESTRICTED[name])
@@ -256,9 +245,8 @@ class Tools:
                 tool_name,
                 "it names no loopback URL, and a self-update cycle may fetch only from loopback",
             )
-        if self.facts is not None:
-            for url in urls:
-                self.facts.endpoint(url)
+        for url in urls:
+            self.facts.endpoint(url)
         for url in urls:
             if not is_loopback(host_of(url)):
                 return network_denial(f"{tool_name} {url}", url)

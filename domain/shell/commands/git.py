@@ -123,9 +123,8 @@ class GitCommands(ShellBase):
         call.data.add(i)  # the subcommand's name, not a path
         rest = call.args[i + 1 :]
         base = i + 1
-        if self.facts is not None:
-            remote, force = git_operation(sub, rest)
-            self.facts.operation(sub, remote, force=force)
+        remote, force = git_operation(sub, rest)
+        self.facts.operation(sub, remote, force=force)
         if sub in GIT_REMOTE_COMMANDS or (
             sub == "lfs" and rest and rest[0].value in ("push", "pull", "fetch")
         ):
