@@ -10,6 +10,10 @@ Every fact carries ``order``: when the shell would meet it, counted over the who
 (commands and facts share the count), so a consumer can tell which command a fact
 belongs to (the last command before it) and which of two facts comes first. ``order``
 is not part of a fact's equality: the same fact met twice is listed once, where first met.
+
+The names a policy language needs map directly: ``commands`` (each ``program`` and
+``args``), ``reads``, ``writes``, ``hosts``, ``git`` (each ``op``, ``remote``, ``force``),
+``privileged`` and ``understood``.
 """
 
 from __future__ import annotations
