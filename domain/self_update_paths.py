@@ -106,15 +106,17 @@ class Scope:
         path = use.path
         if not path.startswith("/"):
             return self._outside(path)
+        # Named as the agent would write it: relative to the clone when inside it.
+        shown = path[len(self.clone) + 1 :] or "." if within(path, self.clone) else path
         if any(parent_glob(part) for part in path.split("/")):
             return refused(
-                UNRESOLVED_PATH_EXPANSION, path, "its pattern can match `..`, out of the clone"
+                UNRESOLVED_PATH_EXPANSION, shown, "its pattern can match `..`, out of the clone"
             )
-        denial = self.judge(path, path, write=use.write)
+        denial = self.judge(path, shown, write=use.write)
         if denial and use.loop:
             return refused(
                 UNRESOLVED_PATH_EXPANSION,
-                path,
+                shown,
                 f"a loop writes through its variable to it ({denial.rule}), which the "
                 "self-update policy refuses; write each path out",
             )

@@ -182,25 +182,22 @@ def judge_analysis(analysis: ToolCallAnalysis, scope: Scope) -> Denial | None:
         for action in analysis.actions
     )
     found.extend(
-        (endpoint.order, network_denial(endpoint.target, endpoint.target))
+        (
+            endpoint.order,
+            network_denial(_subject(analysis, endpoint.order, endpoint.target), endpoint.target),
+        )
         for endpoint in analysis.endpoints
         if not endpoint.loopback
     )
-    for operation in analysis.git:
-        if operation.op in GIT_REMOTE_COMMANDS:
-            shown = next(
-                (
-                    " ".join(c.argv)
-                    for c in reversed(analysis.commands)
-                    if c.order < operation.order
-                ),
-                f"git {operation.op}",
-            )
-            why = (
-                "a self-update cycle works in its own clone and may not push to, fetch from "
-                "or change git remotes"
-            )
-            found.append((operation.order, refused(GIT_REMOTE, shown, why)))
+    why = (
+        "a self-update cycle works in its own clone and may not push to, fetch from or "
+        "change git remotes"
+    )
+    found.extend(
+        (operation.order, refused(GIT_REMOTE, _subject(analysis, operation.order, "git"), why))
+        for operation in analysis.git
+        if operation.op in GIT_REMOTE_COMMANDS
+    )
     first = min((order for order, _ in found), default=None)
     for use in analysis.paths:
         if first is not None and use.order > first:
@@ -226,3 +223,13 @@ def evaluate_command(
         protected_roots=protected_roots,
         cwd=cwd,
     )
+
+
+def _subject(analysis: ToolCallAnalysis, order: int, named: str) -> str:
+    """What a reason names for a fact: the command it belongs to if that names ``named``
+    (a prefix such as ``PIP_INDEX_URL=...`` comes before its command) or ``named`` is only
+    known at run time (``?``), else ``named``."""
+    runs = [run for run in analysis.commands if run.order < order]
+    argv = runs[-1].argv if runs else ()
+    known = "?" not in named
+    return " ".join(argv) if argv and (not known or any(named in w for w in argv)) else named
