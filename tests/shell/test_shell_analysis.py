@@ -124,10 +124,11 @@ def test_git_operations_name_their_remotes() -> None:
     assert Endpoint("https://example.com/r.git", "example.com", False) in analysis.endpoints
 
 
-def test_rules_about_what_may_run_are_not_facts_but_the_commands_are() -> None:
+def test_what_a_rule_may_refuse_is_an_action_and_still_understood() -> None:
     analysis = bash("sudo pytest -q; git push")
     assert [run.program for run in analysis.commands] == ["sudo", "pytest", "git"]
     assert analysis.git == (GitOperation("push", None),)
+    assert [action.kind for action in analysis.actions] == ["sudo", "git-remote"]
     assert analysis.understood
 
 
