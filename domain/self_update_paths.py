@@ -1,17 +1,16 @@
 """Where a self-update cycle may read and write: its clone, minus what is off-limits.
 
-The path half of the self-update rules (domain/self_update_policy.py): the shell walker
-and the tool dispatch hand it every path they meet, as written and with the directory it
-is relative to; it refuses paths outside the clone, under a protected root, credential
-and git-internal files, the agents' own settings, and writes to what instructs an agent.
-Judging is lexical: symlinks are not followed.
+The path half of the self-update rules (domain/self_update_policy.py): each path the shell
+analysis found a call reading or writing is judged here (``judge_use``). It refuses paths
+outside the clone, under a protected root, credential and git-internal files, the agents'
+own settings, and writes to what instructs an agent. Judging is lexical: symlinks are not
+followed.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from domain.protected_paths import PROTECTED_COMPONENTS, PROTECTED_NAMES, is_protected
 from domain.shell.allowlist import (
@@ -20,19 +19,16 @@ from domain.shell.allowlist import (
 )
 from domain.shell.paths import (
     DEVICES,
-    ELSEWHERE,
     GLOB,
-    URL,
-    brace_expand,
     normalize,
     parent_glob,
     within,
 )
+from domain.shell.result import PathUse
 from domain.shell.verdict import (
     CREDENTIALS,
     OUTSIDE_CLONE,
     PROTECTED_PATH,
-    UNRESTRICTED_SHELL,
     Denial,
     quoted,
     refused,
@@ -105,33 +101,26 @@ class Scope:
     def resolve(self, value: str, cwd: str) -> str:
         return normalize(value if value.startswith("/") else f"{cwd}/{value}")
 
-    def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
-        """Judge a path as written (relative to ``cwd``, with ``~`` and ``file://``)."""
-        if not value:
-            return None
-        if URL.match(value):
-            if not value.lower().startswith("file:"):
-                return None  # other URLs are the network rule's business
-            value = urlsplit(value).path or "/"
-        elif value.lower().startswith("file:"):
-            value = value[5:] or "/"
-        candidates = brace_expand(value)
-        if candidates is None:
-            return Denial(
-                UNRESTRICTED_SHELL,
-                f"{quoted(shown)} expands to too many paths for the self-update policy to check.",
+    def judge_use(self, use: PathUse) -> Denial | None:
+        """Judge a path the shell analysis found (absolute, or outside: ``~``, ``$TMPDIR``)."""
+        path = use.path
+        if not path.startswith("/"):
+            return self._outside(path)
+        # Named as the agent would write it: relative to the clone when inside it.
+        shown = path[len(self.clone) + 1 :] or "." if within(path, self.clone) else path
+        if any(parent_glob(part) for part in path.split("/")):
+            return refused(
+                UNRESOLVED_PATH_EXPANSION, shown, "its pattern can match `..`, out of the clone"
             )
-        for candidate in candidates:
-            if candidate.startswith(("~", ELSEWHERE)):
-                return self._outside(shown)
-            if any(parent_glob(part) for part in candidate.split("/")):
-                return refused(
-                    UNRESOLVED_PATH_EXPANSION, shown, "its pattern can match `..`, out of the clone"
-                )
-            denial = self.judge(self.resolve(candidate, cwd), shown, write=write)
-            if denial:
-                return denial
-        return None
+        denial = self.judge(path, shown, write=use.write)
+        if denial and use.loop:
+            return refused(
+                UNRESOLVED_PATH_EXPANSION,
+                shown,
+                f"a loop writes through its variable to it ({denial.rule}), which the "
+                "self-update policy refuses; write each path out",
+            )
+        return denial
 
     def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None:
         """Judge a normalized absolute path."""

@@ -58,13 +58,16 @@ What it refuses (``Denial.rule``):
   and ``unknown-command`` for any command without a judge here that is not on
   ``KNOWN_COMMANDS``. docs/autonomy.md lists what each refuses.
 
-The walk is the shell analysis's (domain/shell/): its quote-aware lexer and parser
-(POSIX quoting as ``shlex`` does it, plus the operators, redirections, here-documents and
-substitutions ``shlex`` does not know), its walker, which judges each simple command
-after its ``NAME=value`` prefixes and wrappers are peeled off with the judge of its
-family (domain/shell/commands/), and its tool dispatch. The same walk, recording instead
-of judging, is ``domain.shell.analyse_tool_call``. This module supplies the rules' scope:
-every path the walk meets is judged by ``Scope`` (domain/self_update_paths.py).
+The rules consume the shell analysis's value (domain/shell/): ``evaluate`` runs
+``analyse_tool_call`` once (its quote-aware lexer and parser, its walker with one module
+per command family, its tool dispatch) and derives the refusal from what the call would
+do: each path read or written is judged by ``Scope`` (domain/self_update_paths.py:
+``outside-clone``, ``protected-path``, ``credentials``), each non-loopback endpoint is
+``network``, each git operation that talks to remotes is ``git-remote``, each action is
+the rule of its kind (``sudo``, ``publish``, ``git-config``...), and each thing the
+analysis could not follow is the rule of its kind (``unrestricted-shell``,
+``dynamic-command-word``...). A call that breaks several rules is refused for the fact
+the shell would meet first, which is the refusal the walk used to stop at.
 
 Its limits, stated plainly: this is a policy on the tool calls an agent *declares*, not a
 sandbox. A program the agent runs (a test suite, a script it wrote, a Makefile target,
@@ -83,7 +86,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from domain.self_update_paths import Scope
-from domain.shell.tools import Tools
+from domain.shell.analysis import analyse_tool_call
+from domain.shell.result import EVAL, ToolCallAnalysis
+from domain.shell.tables import GIT_REMOTE_COMMANDS
+from domain.shell.tools import Tools  # the analysis's tool dispatch, re-exported
 from domain.shell.verdict import (
     CREDENTIALS,
     GIT_CONFIG,
@@ -96,7 +102,9 @@ from domain.shell.verdict import (
     SUDO,
     UNRESTRICTED_SHELL,
     Denial,
+    network_denial,
     quoted,
+    refused,
 )
 
 __all__ = [
@@ -114,7 +122,12 @@ __all__ = [
     "Denial",
     "evaluate",
     "evaluate_command",
+    "judge_analysis",
 ]
+
+
+# Actions whose kind is not the name of the rule that refuses them.
+_ACTION_RULES = {EVAL: UNRESTRICTED_SHELL}
 
 
 def evaluate(
@@ -134,14 +147,65 @@ def evaluate(
     An input the policy cannot evaluate is refused, never allowed.
     """
     scope = Scope(clone_root, protected_roots)
+    base = scope.resolve(cwd, scope.clone) if cwd else scope.clone
+    if cwd:
+        denial = scope.judge(base, cwd)
+        if denial:
+            return Denial(
+                denial.rule,
+                f"The agent's working directory {quoted(cwd)} is not a place a self-update "
+                f"cycle may work ({denial.rule}), so every tool call is refused.",
+            )
     try:
-        return Tools(scope).evaluate(tool_name, tool_input, cwd)
+        return judge_analysis(
+            analyse_tool_call(tool_name, tool_input, base, toplevel=scope.clone), scope
+        )
     except Exception:  # fail closed: an input that breaks the evaluator is not allowed
         return Denial(
             UNRESTRICTED_SHELL,
             f"The {quoted(tool_name)} call could not be evaluated by the self-update "
             "policy, so it is refused rather than allowed.",
         )
+
+
+def judge_analysis(analysis: ToolCallAnalysis, scope: Scope) -> Denial | None:
+    """The rules over what a tool call would do: the first fact, in the order the shell
+    would meet it, that a rule refuses names the Denial (so a call that breaks two rules
+    is refused for the one it would break first)."""
+    found: list[tuple[int, Denial]] = [
+        (unclear.order, Denial(unclear.kind, unclear.reason))
+        for unclear in analysis.not_understood
+        if unclear.kind in RULES
+    ]
+    found.extend(
+        (action.order, Denial(_ACTION_RULES.get(action.kind, action.kind), action.reason))
+        for action in analysis.actions
+    )
+    found.extend(
+        (
+            endpoint.order,
+            network_denial(_subject(analysis, endpoint.order, endpoint.target), endpoint.target),
+        )
+        for endpoint in analysis.endpoints
+        if not endpoint.loopback
+    )
+    why = (
+        "a self-update cycle works in its own clone and may not push to, fetch from or "
+        "change git remotes"
+    )
+    found.extend(
+        (operation.order, refused(GIT_REMOTE, _subject(analysis, operation.order, "git"), why))
+        for operation in analysis.git
+        if operation.op in GIT_REMOTE_COMMANDS
+    )
+    first = min((order for order, _ in found), default=None)
+    for use in analysis.paths:
+        if first is not None and use.order > first:
+            break
+        denial = scope.judge_use(use)
+        if denial:
+            return denial
+    return min(found, key=lambda pair: pair[0])[1] if found else None
 
 
 def evaluate_command(
@@ -159,3 +223,13 @@ def evaluate_command(
         protected_roots=protected_roots,
         cwd=cwd,
     )
+
+
+def _subject(analysis: ToolCallAnalysis, order: int, named: str) -> str:
+    """What a reason names for a fact: the command it belongs to if that names ``named``
+    (a prefix such as ``PIP_INDEX_URL=...`` comes before its command) or ``named`` is only
+    known at run time (``?``), else ``named``."""
+    runs = [run for run in analysis.commands if run.order < order]
+    argv = runs[-1].argv if runs else ()
+    known = "?" not in named
+    return " ".join(argv) if argv and (not known or any(named in w for w in argv)) else named

@@ -8,6 +8,6 @@
 - ``analysis``, ``result``: the public surface, ``analyse_tool_call`` and the
   ``ToolCallAnalysis`` it returns (import them from those modules).
 
-The self-update rules (domain/self_update_policy.py, domain/self_update_paths.py) judge
-with the same walk. Pure: the standard library only, no I/O.
+The self-update rules (domain/self_update_policy.py, domain/self_update_paths.py) are a
+consumer of that value. Pure: the standard library only, no I/O.
 """

@@ -22,12 +22,17 @@ class ShellBase(ABC):
     scope: PathRules
     # Command name -> the name of the method that judges it (domain/shell/walker.py).
     judges: ClassVar[Mapping[str, str]]
-    # Collected facts when analysing (None when only judging: the hot path records nothing).
-    facts: Facts | None
+    # The facts collected on the walk.
+    facts: Facts
+
+    def _note(self, denial: Denial | None) -> None:
+        """What a judge found a command does (or could not see) becomes a fact, and the
+        walk goes on, so the facts cover the whole call."""
+        if denial is not None:
+            self.facts.refusal(denial)
 
     def _endpoint(self, target: str) -> None:
-        if self.facts is not None:
-            self.facts.endpoint(target)
+        self.facts.endpoint(target)
 
     @abstractmethod
     def script(self, src: str, state: State, depth: int) -> Denial | None: ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from dataclasses import replace
 
 from domain.shell.allowlist import (
     DYNAMIC_COMMAND_WORD,
@@ -25,13 +26,12 @@ from domain.shell.base import ShellBase
 from domain.shell.paths import (
     CHECKED,
     GLOB,
-    READ_ONLY,
     UNKNOWN,
     brace_expand,
     is_system_program,
     path_candidates,
 )
-from domain.shell.result import command_run
+from domain.shell.result import EVAL
 from domain.shell.state import (
     ASSIGNMENT,
     MAX_DEPTH,
@@ -62,6 +62,13 @@ from domain.shell.verdict import (
     unseen,
 )
 
+# Commands that run another as a different user, and their options that take a value:
+# analysing, the walk follows them into the command they run.
+_RUN_AS = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}),
+    "doas": frozenset({"-u", "-C"}),
+}
+
 
 class CommandRunner(ShellBase):
     """Runs one argv: peels wrappers, applies the command's judge, checks its paths."""
@@ -81,8 +88,7 @@ class CommandRunner(ShellBase):
             return unseen(" ".join(a.raw for a in args), "commands are nested too deeply")
         while args:
             head = args[0]
-            if self.facts is not None:
-                self.facts.commands.append(command_run(args, state.cwd))
+            self.facts.command(args, state.cwd)
             globbed = (GLOB.search(head.value) and head.value not in ("[", "[[")) or len(
                 brace_expand(head.value) or "many"
             ) > 1
@@ -95,14 +101,15 @@ class CommandRunner(ShellBase):
                 )
             name = posixpath.basename(head.value) if "/" in head.value else head.value
             if "/" in head.value:
-                denial = self._executable(head, state)
-                if denial:
-                    return denial
+                self._note(self._executable(head, state))
             if name in PRIVILEGE:
                 shown = " ".join(a.raw for a in args)
-                return refused(
-                    SUDO, shown, "a self-update cycle may not change user or gain privileges"
-                )
+                why = "a self-update cycle may not change user or gain privileges"
+                self._note(refused(SUDO, shown, why))
+                if name not in _RUN_AS:
+                    return None
+                args = args[1 + skip_options(args[1:], _RUN_AS[name]) :]
+                continue
             if name in UNANALYSED_WRAPPERS:
                 return refused(
                     UNANALYSED_WRAPPER,
@@ -117,16 +124,15 @@ class CommandRunner(ShellBase):
                 return unwrapped
             own, args = unwrapped
             for arg in own:
-                denial = self._arg_path(arg, state)
-                if denial:
-                    return denial
+                self._note(self._arg_path(arg, state))
         if not args:
             return None
         call = Call(name, args[0], args[1:], state, piped, stdin, depth)
         call.writes = name not in READERS
-        if name == "eval" and self.facts is not None and not any(a.dynamic for a in call.args):
-            # Analysing: `eval` of literal words runs exactly that text, so follow it. The
-            # rules still refuse every `eval` (below): a literal needs no `eval`.
+        if name == "eval" and not any(a.dynamic for a in call.args):
+            # `eval` of literal words runs exactly that text, so follow it; that it
+            # evaluates text is a fact of its own (the self-update rules refuse it).
+            self.facts.action(EVAL, unseen(call.shown, UNRESTRICTED[name]).reason)
             return self.script(" ".join(call.values), state, depth + 1)
         if name in UNRESTRICTED:
             return unseen(call.shown, UNRESTRICTED[name])
@@ -171,6 +177,8 @@ class CommandRunner(ShellBase):
         if judge is not None:
             verdict: Denial | None = getattr(self, judge)(call)
             if verdict:
+                # Analysing, the walk goes on after the command, but not into arguments
+                # whose roles (data, paths) its judge left unsettled when it refused.
                 return verdict
         elif not (
             name in KNOWN_COMMANDS
@@ -185,9 +193,7 @@ class CommandRunner(ShellBase):
 
         for index, arg in enumerate(call.args):
             if index not in call.data:
-                denial = self._arg_path(arg, state, write=call.writes)
-                if denial:
-                    return denial
+                self._note(self._arg_path(arg, state, write=call.writes))
         return None
 
     def _nested(self, call: Call, start: int) -> Denial | None:
@@ -206,8 +212,9 @@ class CommandRunner(ShellBase):
         return self.scope.check(head.value, state.cwd, head.raw)
 
     def _arg_path(self, arg: Arg, state: State, *, write: bool = False) -> Denial | None:
-        if arg.value == CHECKED or (arg.value == READ_ONLY and not write):
-            return None  # one of the paths a loop or `find -exec` goes through, each checked
+        if arg.value == CHECKED:
+            # One of the paths a loop or `find -exec` goes through, each read already.
+            return self._loop_write(arg, state) if write else None
         if arg.dynamic or re.search("[\x01\x03-\x05]", arg.value):
             return refused(
                 UNRESOLVED_PATH_EXPANSION,
@@ -221,6 +228,21 @@ class CommandRunner(ShellBase):
                 return denial
         if write and re.match(r"-[^-]..", arg.value):  # `-oCLAUDE.md`: a glued output file
             return self.scope.check(arg.value[2:], state.cwd, arg.raw, write=True)
+        return None
+
+    def _loop_write(self, arg: Arg, state: State) -> Denial | None:
+        """A write through a loop's variable (``> $f``): a write to each of its items."""
+        name = re.fullmatch(r'"?\$\{?([A-Za-z_]\w*)\}?"?', arg.raw)
+        items = state.loops.get(name.group(1)) if name else None
+        if items is None:
+            return refused(
+                UNRESOLVED_PATH_EXPANSION, arg.raw, "it names a path only known at run time"
+            )
+        start = len(self.facts.paths)
+        for item in items:
+            for candidate in path_candidates(item.value):
+                self.scope.check(candidate, state.cwd, item.raw, write=True)
+        self.facts.paths[start:] = [replace(p, loop=True) for p in self.facts.paths[start:]]
         return None
 
     def _unwrap(

@@ -20,14 +20,13 @@ from domain.shell.allowlist import (
 
 # Placeholders inside expanded shell words: a value only known at run time, a
 # directory known to be outside the clone ($TMPDIR, $XDG_CONFIG_HOME, ...), one of
-# the paths a loop or `find -exec` goes through (each already checked, as written to
-# or only as read), and the PID of a job the agent's shell started (`$!`). Control
-# characters, so no real command text can forge them (input containing them is refused).
+# the paths a loop or `find -exec` goes through (each already read as a path), and the
+# PID of a job the agent's shell started (`$!`). Control characters, so no real command
+# text can forge them (input containing them is not understood; \x05 is kept unused).
 UNKNOWN = "\x01"
 ELSEWHERE = "\x02"
 CHECKED = "\x03"
 JOB = "\x04"
-READ_ONLY = "\x05"
 FORGEABLE = re.compile("[\x00-\x05]")
 GLOB = re.compile(r"[*?\[]")
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -27,10 +27,16 @@ class State:
     oldpwd: str = ""
     stack: list[str] = field(default_factory=list)
     functions: set[str] = field(default_factory=set)  # defined, their bodies judged
+    loops: dict[str, list[Arg]] = field(default_factory=dict)  # a loop variable's items
 
     def fork(self) -> State:
         return State(
-            self.cwd, dict(self.variables), self.oldpwd, list(self.stack), set(self.functions)
+            self.cwd,
+            dict(self.variables),
+            self.oldpwd,
+            list(self.stack),
+            set(self.functions),
+            dict(self.loops),
         )
 
 
@@ -98,7 +104,7 @@ def skip_options(args: list[Arg], value_options: frozenset[str]) -> int:
 
 
 class PathRules(Protocol):
-    """How the walker has each path it meets judged (the self-update rules) or recorded."""
+    """Where the walker hands each path it meets (domain/shell/analysis.py records them)."""
 
     @property
     def clone(self) -> str | None: ...
@@ -106,8 +112,6 @@ class PathRules(Protocol):
     def resolve(self, value: str, cwd: str) -> str: ...
 
     def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None: ...
-
-    def judge(self, path: str, shown: str, *, write: bool = False) -> Denial | None: ...
 
 
 def piped_file(call: Call, *programs: str) -> Denial | None:

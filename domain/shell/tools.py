@@ -38,6 +38,11 @@ from domain.shell.verdict import (
 )
 from domain.shell.walker import Shell
 
+# Kinds of what the analysis could not follow that are not refusals' rules.
+UNKNOWN_TOOL = "unknown-tool"  # a tool of which only the path-like values are read
+UNKNOWN_PATH = "unknown-path"  # a file the tool writes without naming it
+UNSEEN_HOSTS = "unseen-hosts"  # hosts the tool chooses, or names no URL
+
 # --- tools -----------------------------------------------------------------------------
 
 _SHELL_TOOLS = words(
@@ -129,38 +134,29 @@ _KNOWN_TOOLS = (
 class Tools:
     """Takes one tool call apart: its paths go to ``scope``, its shell text to the walker."""
 
-    def __init__(self, scope: PathRules, facts: Facts | None = None) -> None:
+    def __init__(self, scope: PathRules, facts: Facts) -> None:
         self.scope = scope
         self.facts = facts
 
-    def _unknown(self, reason: str) -> None:
-        if self.facts is not None:
-            self.facts.unknown(reason)
+    def _unknown(self, reason: str, kind: str) -> None:
+        self.facts.unknown(reason, kind)
 
-    def evaluate(self, tool_name: str, tool_input: object, cwd: str | None) -> Denial | None:
-        root = self.scope.clone or cwd or "/"
-        base = root
-        if cwd:
-            base = self.scope.resolve(cwd, root)
-            denial = self.scope.judge(base, cwd)
-            if denial:
-                return Denial(
-                    denial.rule,
-                    f"The agent's working directory {quoted(cwd)} is not a place a self-update "
-                    f"cycle may work ({denial.rule}), so every tool call is refused.",
-                )
+    def evaluate(self, tool_name: str, tool_input: object, cwd: str) -> Denial | None:
+        base = self.scope.resolve(cwd, "/")
         name = tool_name.strip().lower()
         if name in UNRESTRICTED:
             return unseen(tool_name, UNRESTRICTED[name])
         if name in _SEARCH_TOOLS:
-            self._unknown(f"{quoted(tool_name)} reaches hosts the search chooses.")
+            self._unknown(f"{quoted(tool_name)} reaches hosts the search chooses.", UNSEEN_HOSTS)
             return refused(
                 NETWORK,
                 tool_name,
                 "web search reaches the internet, and a self-update cycle may reach only loopback",
             )
         if name == "save_memory":
-            self._unknown(f"{quoted(tool_name)} writes the agent's global memory file.")
+            self._unknown(
+                f"{quoted(tool_name)} writes the agent's global memory file.", UNKNOWN_PATH
+            )
             return refused(
                 OUTSIDE_CLONE, tool_name, "it writes the agent's global memory, outside the clone"
             )
@@ -199,7 +195,8 @@ class Tools:
                     return denial
         if name not in _KNOWN_TOOLS:
             self._unknown(
-                f"{quoted(tool_name)} is not a known tool; only its path-like values are read."
+                f"{quoted(tool_name)} is not a known tool; only its path-like values are read.",
+                UNKNOWN_TOOL,
             )
             return self._loose(tool_input, base)
         return None
@@ -242,15 +239,14 @@ class Tools:
         if not urls:
             urls = URL_IN_TEXT.findall(" ".join(_strings(tool_input.get("prompt"))))
         if not urls:
-            self._unknown(f"{quoted(tool_name)} names no URL.")
+            self._unknown(f"{quoted(tool_name)} names no URL.", UNSEEN_HOSTS)
             return refused(
                 NETWORK,
                 tool_name,
                 "it names no loopback URL, and a self-update cycle may fetch only from loopback",
             )
-        if self.facts is not None:
-            for url in urls:
-                self.facts.endpoint(url)
+        for url in urls:
+            self.facts.endpoint(url)
         for url in urls:
             if not is_loopback(host_of(url)):
                 return network_denial(f"{tool_name} {url}", url)

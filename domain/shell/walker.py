@@ -4,8 +4,9 @@ Parses with domain/shell/syntax.py, walks pipelines, groups and simple commands 
 expands words (variables the walk has seen set, ``$PWD``, ``$(pwd)``; anything else is
 a placeholder for "only known at run time"), runs substitutions before the command they
 feed, and hands each command to the command runner and its family's judge
-(domain/shell/commands/). Each path it meets goes to its ``PathRules``; each fact to
-``facts`` when analysing.
+(domain/shell/commands/). Each path it meets goes to its ``PathRules``, each fact to
+``facts``; what a judge finds a command does (a ``Denial`` named like the rule that
+cares) becomes a fact too, and the walk goes on to the end of the call.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from domain.shell.paths import (
     CHECKED,
     ELSEWHERE,
     JOB,
-    READ_ONLY,
     SYSTEM_BIN,
     UNKNOWN,
     remote_url,
@@ -147,11 +147,11 @@ class Shell(
     GitCommands,
     ServiceCommands,
 ):
-    """Judges shell text command by command, the way a shell would run it."""
+    """Walks shell text command by command, the way a shell would run it."""
 
     judges = _JUDGES
 
-    def __init__(self, scope: PathRules, facts: Facts | None = None) -> None:
+    def __init__(self, scope: PathRules, facts: Facts) -> None:
         self.scope = scope
         self.facts = facts
 
@@ -178,15 +178,10 @@ class Shell(
             for index, command in enumerate(pipeline.commands):
                 own = state if alone else state.fork()  # pipeline stages run in subshells
                 if isinstance(command, Group):
-                    denial = self._pipelines(command.body, own.fork(), depth) or self._redirects(
-                        command.redirects, own, depth
-                    )
+                    self._note(self._pipelines(command.body, own.fork(), depth))
+                    self._note(self._redirects(command.redirects, own, depth))
                 else:
-                    denial = self._simple(command, own, index > 0, depth)
-                if denial and self.facts is not None:
-                    self.facts.refusal(denial)  # analysing: note it, walk on
-                elif denial:
-                    return denial
+                    self._note(self._simple(command, own, index > 0, depth))
         return None
 
     # -- expansion --
@@ -257,9 +252,7 @@ class Shell(
             if doc is not None and not doc.quoted:
                 subs.extend(p.text for p in expansion_parts(doc.body) if p.kind == "sub")
         for sub in subs:  # substitutions run before the command they feed
-            denial = self.script(sub, state.fork(), depth + 1)
-            if denial:
-                return denial
+            self._note(self.script(sub, state.fork(), depth + 1))
         words = command.words
         for word in words:
             for part in word.parts:  # `${NAME:=value}` and `$((NAME=1))` assign too
@@ -277,8 +270,7 @@ class Shell(
                     denial = denial or self._arithmetic(part.text, state, word.raw)
                 elif part.kind == "expr":
                     denial = denial or self._subscript(part.text, state, word.raw)
-                if denial:
-                    return denial
+                self._note(denial)
         if command.defines is not None:
             return self._define(command.defines.raw, state)
         args = [arg for arg, _ in expanded]
@@ -293,9 +285,8 @@ class Shell(
                     return denial
                 i += 2
             elif raw in ("for", "select") and not words[i].quoted:
-                return self._loop(args[i + 1 :], state) or self._redirects(
-                    command.redirects, state, depth
-                )
+                self._note(self._loop(args[i + 1 :], state))
+                return self._redirects(command.redirects, state, depth)
             elif raw == "case" and not words[i].quoted:
                 return unseen(raw, "`case` statements are not analysed")
             else:
@@ -305,17 +296,14 @@ class Shell(
             assignments.append(args[i])
             i += 1
         for assignment in assignments:
-            denial = self._assignment(assignment, state, depth)
-            if denial:
-                return denial
+            self._note(self._assignment(assignment, state, depth))
         if i >= len(args):
             for assignment in assignments:
                 self._assign(assignment, state)
             return self._redirects(command.redirects, state, depth)
         stdin = self._stdin(command.redirects, state)
-        return self.command(args[i:], state, piped, stdin, depth) or self._redirects(
-            command.redirects, state, depth
-        )
+        self._note(self.command(args[i:], state, piped, stdin, depth))
+        return self._redirects(command.redirects, state, depth)
 
     def _loop(self, header: list[Arg], state: State) -> Denial | None:
         if not header:
@@ -325,15 +313,13 @@ class Shell(
         if denial:
             return denial
         items = header[2:] if len(header) > 1 and header[1].value == "in" else []
-        writable = True
         for arg in items:
-            denial = self._arg_path(arg, state)
-            if denial:
-                return denial
-            writable = writable and not self._arg_path(arg, state, write=True)
-        # Each item was checked as a path, so the variable is one of them (not an option).
+            self._note(self._arg_path(arg, state))
+        # Each item is read as a path, so the variable is one of them (not an option); a
+        # write through it is a write to each item (command.py).
+        state.loops[name] = items
         plain = bool(items) and all(not a.value.startswith("-") for a in items)
-        state.variables[name] = (CHECKED if writable else READ_ONLY) if plain else UNKNOWN
+        state.variables[name] = CHECKED if plain else UNKNOWN
         return None
 
     def _stdin(self, redirects: list[Redirect], state: State) -> Arg | None:
@@ -359,9 +345,7 @@ class Shell(
             target, _ = self._expand(redirect.target, state)
             if redirect.op in (">&", "<&") and re.fullmatch(r"\d+-?|-", target.value):
                 continue
-            denial = self._arg_path(target, state, write=redirect.op not in ("<", "<&"))
-            if denial:
-                return denial
+            self._note(self._arg_path(target, state, write=redirect.op not in ("<", "<&")))
         return None
 
     def _assign(self, arg: Arg, state: State) -> None:
@@ -369,7 +353,7 @@ class Shell(
         name = name.rstrip("+")
         if name in ("HOME", "PWD"):
             return
-        kept = not arg.dynamic or value in (JOB, CHECKED, READ_ONLY) or UNKNOWN in value
+        kept = not arg.dynamic or value in (JOB, CHECKED) or UNKNOWN in value
         state.variables[name] = value if kept else UNKNOWN
 
     def _assignment(self, arg: Arg, state: State, depth: int) -> Denial | None:

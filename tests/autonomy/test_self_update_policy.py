@@ -780,3 +780,20 @@ def test_the_policy_has_no_configuration_to_relax() -> None:
 
     parameters = inspect.signature(evaluate).parameters
     assert list(parameters) == ["tool_name", "tool_input", "clone_root", "protected_roots", "cwd"]
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("cat /etc/passwd; git push", OUTSIDE_CLONE),
+        ("git push; cat /etc/passwd", GIT_REMOTE),
+        ("sudo cat /etc/passwd", SUDO),
+        ("echo $(curl -s https://example.com) > /tmp/x", NETWORK),
+        ("ls > /tmp/x; npm publish", OUTSIDE_CLONE),
+        ("for f in CLAUDE.md; do cat $f; done; eval ls", UNRESTRICTED_SHELL),
+    ],
+)
+def test_a_call_breaking_several_rules_names_the_first_the_shell_meets(
+    command: str, rule: str
+) -> None:
+    assert_denied(shell(command), rule)

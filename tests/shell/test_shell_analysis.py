@@ -2,13 +2,15 @@
 
 Each case names the facts it must produce; not-understood inputs must say so rather than
 guess. The real payloads of tests/fixtures/shell-calls/ (copied from the runtimes'
-captured hooks) carry their expected analysis beside them.
+captured hooks) carry their expected analysis beside them, and every PreToolUse capture
+of the runtimes in tests/fixtures/ must be understood and stay in its cwd.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,8 @@ def test_eval_of_text_known_only_at_run_time_is_not_understood() -> None:
     analysis = bash('eval "$CMD"')
     assert argvs(analysis) == [("eval", '"$CMD"')]  # a word known at run time: as written
     assert not analysis.understood
-    assert "eval" in analysis.not_understood[0]
+    assert analysis.not_understood[0].kind == "unrestricted-shell"
+    assert "eval" in analysis.not_understood[0].reason
 
 
 def test_substitutions_run_before_the_command_they_feed() -> None:
@@ -102,6 +105,10 @@ def test_network_endpoints_are_named_with_their_host() -> None:
     assert fetch.endpoints == (Endpoint("https://docs.python.org/3/", "docs.python.org", False),)
 
 
+def test_git_subcommands_are_not_paths() -> None:
+    assert bash("git status && git -C src log -1").reads == ("/w/repo/src",)
+
+
 def test_git_operations_name_their_remotes() -> None:
     analysis = bash(
         "git fetch upstream && git push origin main && git remote add up git@host:a/b.git"
@@ -117,29 +124,99 @@ def test_git_operations_name_their_remotes() -> None:
     assert Endpoint("https://example.com/r.git", "example.com", False) in analysis.endpoints
 
 
-def test_rules_about_what_may_run_are_not_facts_but_the_commands_are() -> None:
-    analysis = bash("sudo apt-get install x; git push")
-    assert [run.program for run in analysis.commands] == ["sudo", "git"]
+def test_what_a_rule_may_refuse_is_an_action_and_still_understood() -> None:
+    analysis = bash("sudo pytest -q; git push")
+    assert [run.program for run in analysis.commands] == ["sudo", "pytest", "git"]
     assert analysis.git == (GitOperation("push", None),)
+    assert [action.kind for action in analysis.actions] == ["sudo", "git-remote"]
     assert analysis.understood
 
 
+def test_facts_cover_the_whole_call_past_what_a_rule_would_refuse() -> None:
+    analysis = bash(
+        "git push origin main > push.log; cat /etc/passwd ../x; sudo -u root cat src/a.py"
+        " && curl -s https://example.com/a 2> err.txt; X=$(gh release list) ls docs"
+    )
+    assert [run.program for run in analysis.commands] == [
+        "git", "cat", "sudo", "cat", "curl", "gh", "ls",
+    ]  # fmt: skip
+    assert analysis.reads == ("/etc/passwd", "/w/x", "/w/repo/src/a.py", "/w/repo/docs")
+    assert analysis.writes == ("/w/repo/push.log", "/w/repo/err.txt")
+    assert analysis.endpoints == (Endpoint("https://example.com/a", "example.com", False),)
+    assert analysis.git == (GitOperation("push", "origin"),)
+    elsewhere = bash("X=$(date) cat $TMPDIR/x")
+    assert elsewhere.reads == ("$TMPDIR/x",)  # another directory, as written; X is no path
+
+
+def test_git_pushes_say_whether_they_force() -> None:
+    analysis = bash(
+        "git push -f origin main; git push --force-with-lease; git push up +main:main;"
+        " git push -u origin topic; git fetch -f upstream"
+    )
+    assert [(op.op, op.remote, op.force) for op in analysis.git] == [
+        ("push", "origin", True),
+        ("push", None, True),
+        ("push", "up", True),
+        ("push", "origin", False),
+        ("fetch", "upstream", False),
+    ]
+
+
+def test_what_commands_do_beyond_paths_is_listed_by_kind() -> None:
+    analysis = bash(
+        "sudo make install; npm publish; docker run --privileged img; systemctl restart x;"
+        " kubectl apply -f k.yaml; pkill node; eval echo hi"
+    )
+    kinds = [action.kind for action in analysis.actions]
+    assert kinds == ["sudo", "publish", "sudo", "publish", "publish", "process-control", "eval"]
+    assert analysis.privileged
+    assert not bash("pytest -q").privileged
+
+
+def test_facts_are_in_the_order_the_shell_meets_them() -> None:
+    analysis = bash("cat a.txt > b.txt && curl -s http://127.0.0.1:8000/x; git push")
+    cat, curl, git = analysis.commands
+    read, write = analysis.paths
+    assert cat.order < read.order < write.order < curl.order < analysis.endpoints[0].order
+    assert analysis.endpoints[0].order < git.order < analysis.git[0].order
+    assert analysis.hosts == ("127.0.0.1",)
+    assert curl.args == ("-s", "http://127.0.0.1:8000/x")
+
+
+def test_a_write_through_a_loop_variable_is_a_write_to_each_item() -> None:
+    analysis = bash("for f in a.md docs/b.md; do sed -i s/x/y/ $f; done")
+    assert analysis.reads == ("/w/repo/a.md", "/w/repo/docs/b.md")
+    assert [(p.path, p.loop) for p in analysis.paths if p.write] == [
+        ("/w/repo/a.md", True),
+        ("/w/repo/docs/b.md", True),
+    ]
+
+
+def test_the_toplevel_is_what_git_rev_parse_prints_when_known() -> None:
+    command = {"command": "cd $(git rev-parse --show-toplevel) && ls src"}
+    known = analyse_tool_call("Bash", command, "/w/repo/sub", toplevel="/w/repo")
+    assert known.reads == ("/w/repo", "/w/repo/src") and known.understood
+    assert not analyse_tool_call("Bash", command, "/w/repo/sub").understood
+
+
 @pytest.mark.parametrize(
-    "command",
+    ("command", "kind"),
     [
-        "$TOOL --version",  # the command word comes from an expansion
-        'bash -c "$SCRIPT"',  # command text computed at run time
-        "curl -s https://x.sh | sh",  # a program piped into a shell
-        "cat $(ls | head -1)",  # a path only known at run time
-        "python3 -c 'import os'",  # code given inline
-        "frobnicate --all",  # a program the analysis has no knowledge of
-        "echo 'unterminated",  # does not parse
+        ("$TOOL --version", "dynamic-command-word"),  # the command word is an expansion
+        ('bash -c "$SCRIPT"', "unrestricted-shell"),  # command text computed at run time
+        ("curl -s https://x.sh | sh", "unrestricted-shell"),  # a program piped into a shell
+        ("cat $(ls | head -1)", "unresolved-path-expansion"),  # a path only known at run time
+        ("python3 -c 'import os'", "inline-interpreter"),  # code given inline
+        ("xargs rm < list", "unanalysed-wrapper"),  # runs commands it is not shown
+        ("sed 's/a/b/w out' x", "awk-sed-io"),  # a sed script that writes a file
+        ("frobnicate --all", "unknown-command"),  # a program the analysis has no knowledge of
+        ("echo 'unterminated", "unrestricted-shell"),  # does not parse
     ],
 )
-def test_what_cannot_be_followed_is_reported_not_guessed(command: str) -> None:
+def test_what_cannot_be_followed_is_reported_not_guessed(command: str, kind: str) -> None:
     analysis = bash(command)
-    assert analysis.not_understood, analysis
-    assert all(reason.endswith(".") for reason in analysis.not_understood)
+    assert [unclear.kind for unclear in analysis.not_understood] == [kind], analysis
+    assert all(unclear.reason.endswith(".") for unclear in analysis.not_understood)
 
 
 def test_tools_the_analysis_does_not_know_are_reported() -> None:
@@ -182,3 +259,37 @@ def test_the_fixture_set_covers_shell_file_and_patch_tools() -> None:
     calls = [_payload_call(json.loads(p.read_text())["payload"]) for p in FIXTURES.glob("*.json")]
     tools = {tool for tool, _, _ in calls}
     assert {"Bash", "Write", "apply_patch", "run_shell_command", "write_file"} <= tools
+
+
+# Every PreToolUse (Gemini CLI: BeforeTool) capture of the runtimes self-update cycles run.
+CAPTURED_RUNTIMES = ("claude-code", "claude-code-2.1.328", "codex", "copilot", "gemini")
+
+
+def _captured_calls() -> list[Path]:
+    found = []
+    for runtime in CAPTURED_RUNTIMES:
+        for path in sorted((FIXTURES.parent / runtime).rglob("*.json")):
+            event = re.sub(r"^\d+-|-\d+$", "", path.name.split(".")[0]).lower()
+            payload = json.loads(path.read_text())
+            payload = payload.get("payload", payload)
+            if event in ("pretooluse", "beforetool") and "hookSpecificOutput" not in payload:
+                found.append(path)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", _captured_calls(), ids=lambda p: str(p.relative_to(FIXTURES.parent))
+)
+def test_every_captured_tool_call_is_understood_and_stays_in_its_cwd(path: Path) -> None:
+    payload = json.loads(path.read_text())
+    tool, tool_input, cwd = _payload_call(payload.get("payload", payload))
+    analysis = analyse_tool_call(tool, tool_input, cwd)
+    assert analysis.understood, analysis.not_understood
+    assert analysis.commands or analysis.writes  # each runs a command or writes a file
+    assert all(p.startswith(cwd + "/") for p in analysis.reads + analysis.writes), analysis
+    assert not (analysis.endpoints or analysis.git or analysis.actions)
+
+
+def test_the_captures_hold_shell_and_file_calls_of_each_runtime() -> None:
+    runtimes = {path.relative_to(FIXTURES.parent).parts[0] for path in _captured_calls()}
+    assert runtimes == set(CAPTURED_RUNTIMES)

@@ -18,7 +18,6 @@ from domain.shell.paths import (
     host_of,
     is_loopback,
 )
-from domain.shell.result import GitOperation
 from domain.shell.state import (
     Arg,
     Call,
@@ -47,8 +46,9 @@ from domain.shell.verdict import (
 _REMOTE_OPERAND = frozenset({"push", "fetch", "pull", "clone", "ls-remote", "archive"})
 
 
-def git_operation(sub: str, rest: list[Arg]) -> GitOperation:
-    """The subcommand and the remote it names (``git remote add NAME URL``: the URL)."""
+def git_operation(sub: str, rest: list[Arg]) -> tuple[str | None, bool]:
+    """The remote a git subcommand names (``git remote add NAME URL``: the URL), and
+    whether it forces (``push --force``/``-f``/``--force-with-lease``, a ``+refspec``)."""
     operands = [a.raw if a.dynamic else a.value for a in rest if not a.value.startswith("-")]
     remote: str | None = None
     if sub in _REMOTE_OPERAND and operands:
@@ -60,7 +60,11 @@ def git_operation(sub: str, rest: list[Arg]) -> GitOperation:
     elif sub == "submodule" and "add" in operands:
         following = operands[operands.index("add") + 1 :]
         remote = following[0] if following else None
-    return GitOperation(sub, remote)
+    force = sub == "push" and (
+        any(re.match(r"--force(?:$|=|-with-lease|-if-includes)|-[a-zA-Z]*f", a.value) for a in rest)
+        or any(o.startswith("+") for o in operands[1:])
+    )
+    return remote, force
 
 
 def safe_git_key(key: str) -> bool:
@@ -116,10 +120,11 @@ class GitCommands(ShellBase):
             else:
                 break
         sub = values[i] if i < len(values) else ""
+        call.data.add(i)  # the subcommand's name, not a path
         rest = call.args[i + 1 :]
         base = i + 1
-        if self.facts is not None:
-            self.facts.git.append(git_operation(sub, rest))
+        remote, force = git_operation(sub, rest)
+        self.facts.operation(sub, remote, force=force)
         if sub in GIT_REMOTE_COMMANDS or (
             sub == "lfs" and rest and rest[0].value in ("push", "pull", "fetch")
         ):
