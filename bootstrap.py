@@ -144,10 +144,6 @@ class Services:
             return None
         return session.title
 
-    def delete_session(self, session_id: UUID, actor: str) -> int | None:
-        """Delete one session (SessionEnd first); the single path every deletion takes."""
-        return self.ingest.close_session(session_id, actor)
-
 
 def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:
     """Read-model store beside the configured event store."""

@@ -10,6 +10,7 @@ from fastapi_offline import FastAPIOffline
 
 from api.auth import AuthMiddleware
 from api.coder_webhook import finish_background_dispatches
+from api.deps import Collaborators
 from api.errors import install_error_handlers
 from api.framework import framework_options
 from api.hook_routes import install_hook_routes
@@ -81,6 +82,8 @@ def create_app(
         dependencies=[Depends(bind_path_ids)],
         **framework_options(),
     )
+    app.state.collaborators = collaborators_of(services)
+    # The hook path (api/hook_routes.py and what it calls) still reads the whole bag.
     app.state.services = services
     app.state.metrics = ProcessMetrics(services)
     install_error_handlers(app)
@@ -115,3 +118,25 @@ def create_app(
     app.add_middleware(QueryGuardMiddleware)
     app.add_middleware(ObservabilityMiddleware, fastapi_app=app, access_log=settings.access_log)
     return app
+
+
+def collaborators_of(services: Services) -> Collaborators:
+    """What the routes may use, each on its own: never the composition root itself."""
+    # Optional in Services for its field order only: build_services wires all three.
+    assert services.tasks is not None
+    assert services.autonomy is not None
+    assert services.learned is not None
+    return Collaborators(
+        settings=services.settings,
+        app=services.app,
+        store=services.store,
+        runner=services.runner,
+        ingest=services.ingest,
+        scheduler=services.scheduler,
+        credentials=services.credentials,
+        keys=services.keys,
+        tasks=services.tasks,
+        autonomy=services.autonomy,
+        learned=services.learned,
+        sessions=services,
+    )

@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Query
 from pydantic import AfterValidator
 
-from api.deps import Consistent, ServicesDep
+from api.deps import Consistent, StoreDep
 from api.input_limits import MAX_POSITION, StrictJSONRoute
 from projections.activity import OUTCOME, ActivityQuery, search_activity
 from projections.base import iso
@@ -36,7 +36,7 @@ Time = Annotated[
 
 @router.get("/activity")
 def activity(
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     tool: Text | None = None,
     contains: Text | None = None,
@@ -62,6 +62,6 @@ def activity(
         before=before,
         limit=limit,
     )
-    items, next_before = search_activity(services.store, query)
-    items = with_session_titles(services.store, items)
+    items, next_before = search_activity(store, query)
+    items = with_session_titles(store, items)
     return {"items": items, "next": next_before, "sortedBy": "recordedAt"}

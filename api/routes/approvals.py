@@ -10,18 +10,18 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 from pydantic import Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.deps import ActorDep, AppDep, CommitDep, Consistent, StoreDep
 from api.input_limits import StrictJSONRoute
 from api.schemas import Strict
-from bootstrap import Services
 from domain.approval import APPROVAL_STATES, REASON_LIMIT
 from domain.errors import NotFound
 from projections.approvals import get_approval_row, list_approvals
 from projections.session_titles import with_session_titles
+from projections.store import ReadStore
 
 router = APIRouter(prefix="/api/approvals", tags=["approvals"], route_class=StrictJSONRoute)
 
@@ -38,16 +38,16 @@ class ApprovalDecision(Strict):
     forSession: StrictBool = False
 
 
-def read_approval(services: Services, approval_id: UUID) -> dict[str, Any]:
-    row = get_approval_row(services.store, str(approval_id))
+def read_approval(store: ReadStore, approval_id: UUID) -> dict[str, Any]:
+    row = get_approval_row(store, str(approval_id))
     if row is None:
         raise NotFound(f"Approval {approval_id} does not exist.")
-    return with_session_titles(services.store, [row])[0]
+    return with_session_titles(store, [row])[0]
 
 
 @router.get("")
 def approvals(
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     status: ApprovalStatus | None = None,
     session_id: Annotated[UUID | None, Query(alias="sessionId")] = None,
@@ -55,27 +55,28 @@ def approvals(
 ) -> dict[str, Any]:
     """Approvals newest first: pending ones with the seconds left, settled ones with who."""
     rows = list_approvals(
-        services.store,
+        store,
         status=status,
         session_id=str(session_id) if session_id else None,
         limit=limit,
     )
-    return {"items": with_session_titles(services.store, rows)}
+    return {"items": with_session_titles(store, rows)}
 
 
 @router.get("/{approval_id}")
-def approval(approval_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+def approval(approval_id: UUID, store: StoreDep, _: Consistent) -> dict[str, Any]:
     """One approval."""
-    return read_approval(services, approval_id)
+    return read_approval(store, approval_id)
 
 
 @router.post("/{approval_id}/decide")
 async def decide(
     approval_id: UUID,
     body: ApprovalDecision,
-    services: ServicesDep,
+    app: AppDep,
+    store: StoreDep,
     actor: ActorDep,
-    response: Response,
+    commit: CommitDep,
 ) -> dict[str, Any]:
     """Allow or deny a pending call; one already decided, expired or abandoned (its caller
     stopped waiting) → 409 naming its state.
@@ -84,10 +85,10 @@ async def decide(
     """
 
     def record() -> dict[str, Any]:
-        _, position = services.app.decide_approval(
+        _, position = app.decide_approval(
             approval_id, body.decision, actor, body.reason, body.forSession, datetime.now(UTC)
         )
-        committed(services, response, position)
-        return read_approval(services, approval_id)
+        commit(position)
+        return read_approval(store, approval_id)
 
     return await run_in_threadpool(record)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import Response
 
-from api.deps import ServicesDep
+from api.deps import AppDep
 from api.input_limits import MAX_POSITION, StrictJSONRoute
 from domain.base import TachographAggregate
 from domain.errors import NotFound
@@ -22,12 +22,12 @@ router = APIRouter(prefix="/api", tags=["auditors"], route_class=StrictJSONRoute
 
 
 @router.get("/streams/{aggregate_id}")
-def stream(aggregate_id: UUID, services: ServicesDep) -> dict[str, Any]:
+def stream(aggregate_id: UUID, app: AppDep) -> dict[str, Any]:
     """Every event of one aggregate, oldest first, with log positions."""
-    notifications = read_stream(services.app, aggregate_id)
+    notifications = read_stream(app, aggregate_id)
     if not notifications:
         raise NotFound(f"No aggregate {aggregate_id} in the log.")
-    events = [event_record(services.app, n) for n in notifications]
+    events = [event_record(app, n) for n in notifications]
     for e in events:
         del e["aggregateId"]
     body: dict[str, Any] = jsonable_encoder(
@@ -43,12 +43,12 @@ def stream(aggregate_id: UUID, services: ServicesDep) -> dict[str, Any]:
 @router.get("/streams/{aggregate_id}/state")
 def state_at(
     aggregate_id: UUID,
-    services: ServicesDep,
+    app: AppDep,
     version: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
 ) -> dict[str, Any]:
     """The aggregate's state at a version (time travel); the latest when version is omitted."""
     try:
-        aggregate: Aggregate = services.app.repository.get(aggregate_id, version=version)
+        aggregate: Aggregate = app.repository.get(aggregate_id, version=version)
     except AggregateNotFoundError:
         raise NotFound(f"No aggregate {aggregate_id} in the log.") from None
     if version is not None and aggregate.version < version:
@@ -70,7 +70,7 @@ def state_at(
 
 @router.get("/events", response_model=None)
 def events(
-    services: ServicesDep,
+    app: AppDep,
     after: Annotated[int, Query(ge=0, le=MAX_POSITION)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 500,
     type: Annotated[str | None, Query(max_length=200)] = None,
@@ -78,8 +78,8 @@ def events(
 ) -> Response | dict[str, Any]:
     """The ordered log after a position; NDJSON with Accept: application/x-ndjson."""
     types = [t for t in (type or "").split(",") if t]
-    page = read_events(services.app, after, limit, types)
-    records = jsonable_encoder([event_record(services.app, n) for n in page])
+    page = read_events(app, after, limit, types)
+    records = jsonable_encoder([event_record(app, n) for n in page])
     next_position = page[-1].id if len(page) == limit else None
     if accept and "application/x-ndjson" in accept:
         body = "".join(dumps_readable(r, separators=(",", ":")) + "\n" for r in records)

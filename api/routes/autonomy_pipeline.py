@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api.autonomy_schemas import AgentId
-from api.deps import Consistent, ServicesDep
+from api.deps import Consistent, StoreDep
 from api.input_limits import StrictJSONRoute
 from projections.pipeline import pipeline_summary
 
@@ -16,10 +16,10 @@ router = APIRouter(prefix="/api/autonomy", tags=["autonomy"], route_class=Strict
 
 @router.get("/pipeline")
 def pipeline(
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
 ) -> dict[str, Any]:
     """Counts with their latest times: signals by kind and status, decisions by strategy,
     revisions learned, reverts, deliveries made (of one agent with `agentId`)."""
-    return pipeline_summary(services.store, agent_id)
+    return pipeline_summary(store, agent_id)

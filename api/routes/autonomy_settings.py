@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 
 from api.autonomy_schemas import AutonomySettingsUpdate
-from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.deps import ActorDep, AutonomyDep, CommitDep, Consistent, StoreDep
 from api.errors import ApiError
 from api.input_limits import StrictJSONRoute
-from bootstrap import Services
 from projections.autonomy import autonomy_settings
-from scheduler.autonomy import AutonomyRuntime
 
 router = APIRouter(prefix="/api/settings/autonomy", tags=["autonomy"], route_class=StrictJSONRoute)
 
@@ -24,21 +22,19 @@ _POLICIES = {
 }
 
 
-def autonomy_of(services: Services) -> AutonomyRuntime:
-    """The process's autonomy runtime (built by the composition root)."""
-    assert services.autonomy is not None, "build_services wires the autonomy runtime"
-    return services.autonomy
-
-
 @router.get("")
-def get_autonomy_settings(services: ServicesDep, _: Consistent) -> dict[str, Any]:
+def get_autonomy_settings(store: StoreDep, _: Consistent) -> dict[str, Any]:
     """The policy switches (all off by default) and the self-update task in flight, if any."""
-    return autonomy_settings(services.store)
+    return autonomy_settings(store)
 
 
 @router.patch("")
 def update_autonomy_settings(
-    body: AutonomySettingsUpdate, services: ServicesDep, actor: ActorDep, response: Response
+    body: AutonomySettingsUpdate,
+    autonomy: AutonomyDep,
+    store: StoreDep,
+    actor: ActorDep,
+    commit: CommitDep,
 ) -> dict[str, Any]:
     """Change switches; turning selfUpdate off stops new cycles before the next one starts."""
     changes: dict[str, bool] = {}
@@ -47,6 +43,6 @@ def update_autonomy_settings(
         if value is None:
             raise ApiError(422, "validation_error", f"{name}: must be true or false.")
         changes[_POLICIES[name]] = value
-    recorded = autonomy_of(services).autonomy.update_settings(changes, actor)
-    committed(services, response, recorded.position)
-    return autonomy_settings(services.store)
+    recorded = autonomy.autonomy.update_settings(changes, actor)
+    commit(recorded.position)
+    return autonomy_settings(store)

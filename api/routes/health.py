@@ -7,30 +7,35 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.deps import ServicesDep
+from api.deps import AppDep, IngestDep, RunnerDep, SchedulerDep, SettingsDep, TasksDep
 from api.input_limits import StrictJSONRoute
-from bootstrap import Services
 from domain.approval_rules import longest_hold_s
+from scheduler.tasks import TaskRuntime
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
 
-def _live_executors(services: Services) -> dict[str, int] | None:
-    if services.tasks is None:
-        return None
+def _live_executors(tasks: TaskRuntime) -> dict[str, int] | None:
     try:
-        return services.tasks.registry.live_executors()
+        return tasks.registry.live_executors()
     except Exception:  # noqa: BLE001 - health answers whatever it cannot read as unknown
         return None
 
 
 @router.get("/api/health", response_model=None)
-def health(services: ServicesDep) -> JSONResponse:
+def health(
+    app: AppDep,
+    runner: RunnerDep,
+    scheduler: SchedulerDep,
+    ingest: IngestDep,
+    tasks: TasksDep,
+    settings: SettingsDep,
+) -> JSONResponse:
     """Liveness and lag: 503 with the same body when the database is unreachable."""
     body: dict[str, Any] = {"status": "ok", "database": "ok"}
     try:
-        head = services.app.recorder.max_notification_id() or 0
-        positions = services.runner.positions()
+        head = app.recorder.max_notification_id() or 0
+        positions = runner.positions()
     except Exception:  # noqa: BLE001 - any failure to reach the store means unavailable
         head, positions = None, {}
         body["status"] = "unavailable"
@@ -39,11 +44,10 @@ def health(services: ServicesDep) -> JSONResponse:
         name: {"position": pos, "lag": max(head - pos, 0) if head is not None else None}
         for name, pos in positions.items()
     }
-    body["scheduler"] = services.scheduler.state
-    body["executor"] = "command" if services.settings.task_command else "none"
+    body["scheduler"] = scheduler.state
+    body["executor"] = "command" if settings.task_command else "none"
     # How long a hook request may be held for an operator: hooks must wait longer.
-    ingest = services.ingest
     body["longestHoldS"] = longest_hold_s(ingest.approvals.rules, ingest.config.handlers)
     # What the deployment runs: an API replica without an executor beside workers with one.
-    body["executors"] = _live_executors(services) if head is not None else None
+    body["executors"] = _live_executors(tasks) if head is not None else None
     return JSONResponse(body, status_code=200 if head is not None else 503)

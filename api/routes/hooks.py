@@ -9,34 +9,34 @@ from fastapi import APIRouter, Query
 from fastapi.encoders import jsonable_encoder
 from starlette.responses import Response
 
-from api.deps import Consistent, ServicesDep
+from api.deps import AppDep, Consistent, RunnerDep, SettingsDep, StoreDep
 from api.input_limits import MAX_POSITION, StrictJSONRoute
-from bootstrap import Services
 from domain.errors import NotFound
 from domain.strict_json import dumps_readable
 from projections.hook_audit import group_by_turn, session_hook_records
 from projections.sessions import session_exists
+from projections.store import ReadStore
 from services.session_export import session_export
 from services.session_timeline import timeline_page
 
 router = APIRouter(prefix="/api/sessions", tags=["hooks"], route_class=StrictJSONRoute)
 
 
-def _require_visible(services: Services, session_id: UUID) -> None:
-    if not session_exists(services.store, str(session_id)):
+def _require_visible(store: ReadStore, session_id: UUID) -> None:
+    if not session_exists(store, str(session_id)):
         raise NotFound(f"Session {session_id} does not exist.")
 
 
 @router.get("/{session_id}/hooks")
 def session_hooks(
     session_id: UUID,
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     groupBy: Literal["turn"] | None = None,
 ) -> dict[str, Any]:
     """The latest 500 hook audit records of the session, oldest first (or grouped per turn)."""
-    _require_visible(services, session_id)
-    records = session_hook_records(services.store, str(session_id))
+    _require_visible(store, session_id)
+    records = session_hook_records(store, str(session_id))
     # Log order: by position, which recordedAt (GET .../timeline) follows; `at` is when
     # each event was created, a millisecond out of that order under concurrent writers.
     if groupBy == "turn":
@@ -47,7 +47,8 @@ def session_hooks(
 @router.get("/{session_id}/timeline")
 def session_timeline(
     session_id: UUID,
-    services: ServicesDep,
+    app: AppDep,
+    store: StoreDep,
     _: Consistent,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
     before: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
@@ -59,10 +60,10 @@ def session_timeline(
     `before` is the `next` of the previous page. The read model keeps the latest 2,000
     tool calls per session; `source=log` rebuilds the whole timeline from the log.
     """
-    _require_visible(services, session_id)
+    _require_visible(store, session_id)
     items, next_before = timeline_page(
-        services.app,
-        services.store,
+        app,
+        store,
         str(session_id),
         limit=limit,
         before=before,
@@ -72,15 +73,17 @@ def session_timeline(
 
 
 @router.get("/{session_id}/export", response_model=None)
-def session_export_ndjson(session_id: UUID, services: ServicesDep) -> Response:
+def session_export_ndjson(
+    session_id: UUID, app: AppDep, store: StoreDep, runner: RunnerDep, settings: SettingsDep
+) -> Response:
     """Every event of the session (its own and its dispatches'), oldest first, as NDJSON:
     each with its log position, chain link, previous link and stored payload."""
     records = session_export(
-        services.app,
-        services.store,
+        app,
+        store,
         session_id,
         # The links come from the chain's read model: wait until it holds the last event.
-        lambda position: services.runner.wait_for(position, services.settings.read_wait_s),
+        lambda position: runner.wait_for(position, settings.read_wait_s),
     )
     if not records:
         raise NotFound(f"Session {session_id} has no events.")

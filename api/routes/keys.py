@@ -6,16 +6,25 @@ import secrets
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 from pydantic import Field
 
-from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
+from api.deps import (
+    ActorDep,
+    CommitDep,
+    Consistent,
+    CredentialsDep,
+    KeysDep,
+    PrincipalDep,
+    StoreDep,
+)
 from api.errors import ApiError
 from api.input_limits import StrictJSONRoute
 from api.schemas import Slug, Strict
 from domain.credentials import AGENT, Binding, parse_lifetime
 from domain.errors import NotFound
 from projections.api_keys import get_key, list_keys
+from projections.store import ReadStore
 
 router = APIRouter(tags=["credentials"], route_class=StrictJSONRoute)
 
@@ -40,12 +49,17 @@ def agent_label() -> str:
 
 @router.post("/api/keys", status_code=201)
 def issue_key(
-    body: KeyCreate, services: ServicesDep, actor: ActorDep, response: Response
+    body: KeyCreate,
+    key_service: KeysDep,
+    credentials: CredentialsDep,
+    store: StoreDep,
+    actor: ActorDep,
+    commit: CommitDep,
 ) -> dict[str, Any]:
     """Issue a credential; the answer's `secret` is shown this once and never again."""
     if body.label is None and body.role != AGENT:
         raise ApiError(422, "validation_error", "label: a label is required for this role.")
-    issued = services.keys.issue(
+    issued = key_service.issue(
         body.label or agent_label(),
         body.role,
         actor,
@@ -55,44 +69,46 @@ def issue_key(
             workspace_id=body.workspaceId,
         ),
     )
-    committed(services, response, issued.recorded.position)
-    services.credentials.refresh()  # usable on this replica the moment the answer arrives
-    return {**_read(services, issued.label), "secret": issued.secret}
+    commit(issued.recorded.position)
+    credentials.refresh()  # usable on this replica the moment the answer arrives
+    return {**_read(store, issued.label), "secret": issued.secret}
 
 
 @router.get("/api/keys")
 def keys(
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
 ) -> dict[str, Any]:
     """Credentials newest first: label, role, binding, created, expires, last used, revoked."""
-    return {"items": list_keys(services.store, limit)}
+    return {"items": list_keys(store, limit)}
 
 
 @router.post("/api/keys/{label}/revoke")
 def revoke_key(
     label: Label,
-    services: ServicesDep,
+    key_service: KeysDep,
+    credentials: CredentialsDep,
+    store: StoreDep,
     actor: ActorDep,
-    response: Response,
+    commit: CommitDep,
     body: KeyRevoke | None = None,
 ) -> dict[str, Any]:
     """Revoke a credential: refused by every replica within a second."""
-    recorded = services.keys.revoke(label, actor, body.reason if body else None)
-    committed(services, response, recorded.position)
-    services.credentials.refresh()  # refused here at once; other replicas within a second
-    return _read(services, label)
+    recorded = key_service.revoke(label, actor, body.reason if body else None)
+    commit(recorded.position)
+    credentials.refresh()  # refused here at once; other replicas within a second
+    return _read(store, label)
 
 
 @router.get("/api/whoami")
-async def whoami(services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
+async def whoami(credentials: CredentialsDep, principal: PrincipalDep) -> dict[str, Any]:
     """The credential in use: its label, role, actor and binding (the operator page asks)."""
-    return principal.as_wire(services.credentials.auth_required)
+    return principal.as_wire(credentials.auth_required)
 
 
-def _read(services: ServicesDep, label: str) -> dict[str, Any]:
-    row = get_key(services.store, label)
+def _read(store: ReadStore, label: str) -> dict[str, Any]:
+    row = get_key(store, label)
     if row is None:
         raise NotFound(f"Key {label!r} does not exist.")
     return row

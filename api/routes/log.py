@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from api.deps import ServicesDep
+from api.deps import AppDep, SettingsDep, StoreDep
 from api.input_limits import MAX_POSITION, StrictJSONRoute
 from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
 from infra.log_wire import checkpoint_wire, verify_report_wire
@@ -18,15 +18,16 @@ router = APIRouter(prefix="/api/log", tags=["auditors"], route_class=StrictJSONR
 
 @router.get("/checkpoints")
 def checkpoints(
-    services: ServicesDep,
+    store: StoreDep,
+    settings: SettingsDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
     before_seq: Annotated[int | None, Query(alias="beforeSeq", ge=1, le=MAX_POSITION)] = None,
 ) -> dict[str, Any]:
     """Hash-chain checkpoints (every 1,000 events and at shutdown), newest first."""
-    key = services.settings.log_signing_key
+    key = settings.log_signing_key
     items = [
         {**checkpoint_wire(c), "signatureState": c.signature_state(key)}
-        for c in list_checkpoints(services.store, limit, before_seq)
+        for c in list_checkpoints(store, limit, before_seq)
     ]
     return {
         "items": items,
@@ -36,7 +37,7 @@ def checkpoints(
 
 
 @router.get("/verify")
-def verify(services: ServicesDep) -> dict[str, Any]:
+def verify(app: AppDep, store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
     """Recompute the hash chain over the stored log; `ok` false names the first break."""
-    report = verify_log(services.app, services.store, services.settings.log_signing_key)
+    report = verify_log(app, store, settings.log_signing_key)
     return verify_report_wire(report)

@@ -7,14 +7,13 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.deps import ActorDep, CommitDep, Consistent, StoreDep, TasksDep
 from api.errors import ApiError
 from api.input_limits import StrictJSONRoute
-from api.routes.tasks import tasks_of
 from api.schemas import ScheduleCreate, ScheduleUpdate, Slug
-from bootstrap import Services
 from domain.errors import NotFound
 from projections.schedules import get_schedule, list_schedules
+from projections.store import ReadStore
 
 router = APIRouter(prefix="/api/schedules", tags=["schedules"], route_class=StrictJSONRoute)
 
@@ -28,8 +27,8 @@ _FIELDS = {
 _NOT_NULL = ("name", "cron", "prompt", "maxAttempts", "paused")
 
 
-def read_schedule(services: Services, schedule_id: UUID) -> dict[str, Any]:
-    row = get_schedule(services.store, str(schedule_id))
+def read_schedule(store: ReadStore, schedule_id: UUID) -> dict[str, Any]:
+    row = get_schedule(store, str(schedule_id))
     if row is None:
         raise NotFound(f"Schedule {schedule_id} does not exist.")
     return row
@@ -37,40 +36,41 @@ def read_schedule(services: Services, schedule_id: UUID) -> dict[str, Any]:
 
 @router.post("", status_code=201)
 def create_schedule(
-    body: ScheduleCreate, services: ServicesDep, actor: ActorDep, response: Response
+    body: ScheduleCreate, runtime: TasksDep, store: StoreDep, actor: ActorDep, commit: CommitDep
 ) -> dict[str, Any]:
     """A user schedule; the cron is validated in the server timezone."""
-    recorded = tasks_of(services).schedules.create(
+    recorded = runtime.schedules.create(
         body.workspaceId, body.name, body.cron, body.prompt, body.model, body.maxAttempts, actor
     )
-    committed(services, response, recorded.position)
-    return read_schedule(services, recorded.aggregate_id)
+    commit(recorded.position)
+    return read_schedule(store, recorded.aggregate_id)
 
 
 @router.get("")
 def schedules(
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     workspace_id: Annotated[Slug | None, Query(alias="workspaceId")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
 ) -> dict[str, Any]:
     """Schedules, newest first."""
-    return {"items": list_schedules(services.store, workspace=workspace_id, limit=limit)}
+    return {"items": list_schedules(store, workspace=workspace_id, limit=limit)}
 
 
 @router.get("/{schedule_id}")
-def schedule(schedule_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+def schedule(schedule_id: UUID, store: StoreDep, _: Consistent) -> dict[str, Any]:
     """One schedule."""
-    return read_schedule(services, schedule_id)
+    return read_schedule(store, schedule_id)
 
 
 @router.patch("/{schedule_id}")
 def update_schedule(
     schedule_id: UUID,
     body: ScheduleUpdate,
-    services: ServicesDep,
+    runtime: TasksDep,
+    store: StoreDep,
     actor: ActorDep,
-    response: Response,
+    commit: CommitDep,
 ) -> dict[str, Any]:
     """Change fields, pause or resume; system (self-update) rows accept only `paused`."""
     present = body.model_fields_set
@@ -78,17 +78,17 @@ def update_schedule(
         if name in present and getattr(body, name) is None:
             raise ApiError(422, "validation_error", f"{name}: must not be null.")
     changes = {_FIELDS[k]: getattr(body, k) for k in _FIELDS if k in present}
-    recorded = tasks_of(services).schedules.update(schedule_id, changes, body.paused, actor)
-    committed(services, response, recorded.position)
-    return read_schedule(services, schedule_id)
+    recorded = runtime.schedules.update(schedule_id, changes, body.paused, actor)
+    commit(recorded.position)
+    return read_schedule(store, schedule_id)
 
 
 @router.delete("/{schedule_id}", status_code=204)
 def delete_schedule(
-    schedule_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+    schedule_id: UUID, runtime: TasksDep, actor: ActorDep, commit: CommitDep, response: Response
 ) -> Response:
     """Delete a user schedule; system schedules answer 409 (pause them instead)."""
-    recorded = tasks_of(services).schedules.delete(schedule_id, actor)
-    committed(services, response, recorded.position)
+    recorded = runtime.schedules.delete(schedule_id, actor)
+    commit(recorded.position)
     response.status_code = 204
     return response

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 from pydantic import Field, StrictBool
 
-from api.deps import ActorDep, Consistent, ServicesDep, committed
+from api.deps import ActorDep, AppDep, CommitDep, Consistent, SettingsDep, StoreDep
 from api.input_limits import StrictJSONRoute
 from api.schemas import Strict
 from domain.errors import NotFound
@@ -32,9 +32,9 @@ class Discard(Strict):
 
 
 @router.get("/{task_id}/workflow")
-def workflow(task_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+def workflow(task_id: UUID, store: StoreDep, _: Consistent) -> dict[str, Any]:
     """prepare → implement → inspect → review → commit, in order, each with its evidence."""
-    found = task_workflow(services.store, str(task_id))
+    found = task_workflow(store, str(task_id))
     if found is None:
         raise NotFound(f"Task {task_id} has no self-update workflow.")
     return found
@@ -42,16 +42,19 @@ def workflow(task_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, A
 
 @router.post("/{task_id}/review")
 def review(
-    task_id: UUID, body: Review, services: ServicesDep, actor: ActorDep, response: Response
+    task_id: UUID,
+    body: Review,
+    app: AppDep,
+    store: StoreDep,
+    actor: ActorDep,
+    commit: CommitDep,
 ) -> dict[str, Any]:
     """A person's verdict on the patch a cycle awaits review for; another digest rejects."""
-    if task_workflow(services.store, str(task_id)) is None:
+    if task_workflow(store, str(task_id)) is None:
         raise NotFound(f"Task {task_id} has no self-update workflow.")
-    position = CycleRecorder(services.app).decide(
-        task_id, body.digest, body.approve, body.reason, actor
-    )
-    committed(services, response, position)
-    result = task_workflow(services.store, str(task_id))
+    position = CycleRecorder(app).decide(task_id, body.digest, body.approve, body.reason, actor)
+    commit(position)
+    result = task_workflow(store, str(task_id))
     assert result is not None
     return result
 
@@ -59,22 +62,24 @@ def review(
 @router.post("/{task_id}/discard")
 def discard(
     task_id: UUID,
-    services: ServicesDep,
+    app: AppDep,
+    store: StoreDep,
+    settings: SettingsDep,
     actor: ActorDep,
-    response: Response,
+    commit: CommitDep,
     body: Discard | None = None,
 ) -> dict[str, Any]:
     """Delete the ref an accepted cycle imported, and record that it was discarded."""
-    found = task_workflow(services.store, str(task_id))
+    found = task_workflow(store, str(task_id))
     if found is None:
         raise NotFound(f"Task {task_id} has no self-update workflow.")
-    recorder = CycleRecorder(services.app)
+    recorder = CycleRecorder(app)
     if found["ref"] is not None and found["discardedAt"] is None:
-        workspace = services.app.get_workspace(found["workspaceId"])
+        workspace = app.get_workspace(found["workspaceId"])
         # The ref first: a repeat after a failed record finds it gone and records then.
-        discard_ref(Path(services.settings.workspace_root, workspace.path).resolve(), found["ref"])
+        discard_ref(Path(settings.workspace_root, workspace.path).resolve(), found["ref"])
     position = recorder.discard(task_id, actor, body.reason if body else None)
-    committed(services, response, position)
-    result = task_workflow(services.store, str(task_id))
+    commit(position)
+    result = task_workflow(store, str(task_id))
     assert result is not None
     return result

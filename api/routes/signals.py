@@ -8,32 +8,41 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.auth import authorize_session
+from api.auth import SessionTargets, authorize_session
 from api.autonomy_schemas import AgentId, SignalCreate, SignalStatus
-from api.deps import ActorDep, Consistent, PrincipalDep, ServicesDep, committed
+from api.deps import (
+    ActorDep,
+    AppDep,
+    AutonomyDep,
+    CommitDep,
+    Consistent,
+    PrincipalDep,
+    SessionTargetsDep,
+    StoreDep,
+)
 from api.errors import ApiError
 from api.input_limits import StrictJSONRoute
 from api.metrics import FORBIDDEN
-from api.routes.autonomy_settings import autonomy_of
 from api.schemas import Slug
-from bootstrap import Services
 from domain.agent_ids import TASKS_AGENT_ID, agent_id_for
+from domain.application import Tachograph
 from domain.credentials import AGENT
 from domain.errors import NotFound, RuleViolation
 from domain.session import Session
 from domain.workspace import DEFAULT_WORKSPACE
 from projections.session_titles import with_session_titles
 from projections.signals import get_signal, list_signals
+from projections.store import ReadStore
 from services.credentials import Principal
 
 router = APIRouter(prefix="/api/autonomy/signals", tags=["autonomy"], route_class=StrictJSONRoute)
 
 
-def read_signal(services: Services, signal_id: UUID) -> dict[str, Any]:
-    row = get_signal(services.store, str(signal_id))
+def read_signal(store: ReadStore, signal_id: UUID) -> dict[str, Any]:
+    row = get_signal(store, str(signal_id))
     if row is None:
         raise NotFound(f"Signal {signal_id} does not exist.")
-    return with_session_titles(services.store, [row])[0]
+    return with_session_titles(store, [row])[0]
 
 
 SIGNALS_ROUTE = "/api/autonomy/signals"
@@ -44,12 +53,12 @@ def _refused(principal: Principal, message: str) -> ApiError:
     return ApiError(403, "forbidden", message, requiredRole=principal.role, role=principal.role)
 
 
-def _agent_of(services: Services, principal: Principal, session_id: UUID) -> str | None:
+def _agent_of(app: Tachograph, principal: Principal, session_id: UUID) -> str | None:
     """The agent an agent token reports for in its session: a task attempt's is `tasks`,
     a runtime's session its runtime's; None when the session names no runtime."""
     if principal.binding.task_id is not None:
         return TASKS_AGENT_ID
-    session: object = services.app.repository.get(session_id)
+    session: object = app.repository.get(session_id)
     agent = getattr(session, "agent", None)
     return agent_id_for(agent) if isinstance(session, Session) and agent else None
 
@@ -75,13 +84,17 @@ def _foreign_trace(principal: Principal, session_id: UUID, trace_id: str) -> str
 
 
 def signal_workspace(
-    services: Services, principal: Principal, body: SignalCreate, session_id: UUID | None
+    app: Tachograph,
+    targets: SessionTargets,
+    principal: Principal,
+    body: SignalCreate,
+    session_id: UUID | None,
 ) -> str:
     """The workspace the signal's evidence arose in, after checking that the caller may
     report it: an agent token only about its own session (of its binding) and agent;
     other keys about any session or registered workspace."""
     # A Task's or any other aggregate's id is no session: it has no workspace here.
-    workspace = services.session_target(session_id).workspace if session_id is not None else None
+    workspace = targets.session_target(session_id).workspace if session_id is not None else None
     if principal.role == AGENT:
         own = principal.binding.session_id or f"workspace {principal.binding.workspace_id!r}"
         if session_id is None:
@@ -92,7 +105,7 @@ def signal_workspace(
             )
         # First what the id names (another workspace's session, a Task, ...), then whether
         # it exists at all: a signal, unlike a hook, never creates its session.
-        authorize_session(principal, session_id, services.session_target, SIGNALS_ROUTE)
+        authorize_session(principal, session_id, targets.session_target, SIGNALS_ROUTE)
         if workspace is None:
             raise _refused(
                 principal,
@@ -106,7 +119,7 @@ def signal_workspace(
                 f"This agent token is bound to {own}; traceId {body.traceId!r} names {foreign}, "
                 "not its own.",
             )
-        agent = _agent_of(services, principal, session_id)
+        agent = _agent_of(app, principal, session_id)
         if agent is not None and body.agentId != agent:
             raise _refused(
                 principal,
@@ -126,13 +139,20 @@ def signal_workspace(
             )
         return workspace
     named = body.workspaceId or DEFAULT_WORKSPACE
-    services.app.get_workspace(named)  # NotFound names a workspace that does not exist
+    app.get_workspace(named)  # NotFound names a workspace that does not exist
     return named
 
 
 @router.post("", status_code=201)
 def record_signal(
-    body: SignalCreate, services: ServicesDep, principal: PrincipalDep, response: Response
+    body: SignalCreate,
+    app: AppDep,
+    targets: SessionTargetsDep,
+    autonomy: AutonomyDep,
+    store: StoreDep,
+    principal: PrincipalDep,
+    commit: CommitDep,
+    response: Response,
 ) -> dict[str, Any]:
     """Record evidence of one agent turn; a repeat of (agentId, traceId, kind) answers 200.
 
@@ -140,9 +160,9 @@ def record_signal(
     """
     bound = principal.binding.session_id
     session_id = body.sessionId or (UUID(bound) if bound is not None else None)
-    workspace = signal_workspace(services, principal, body, session_id)
+    workspace = signal_workspace(app, targets, principal, body, session_id)
     actor = principal.actor
-    recorded, created = autonomy_of(services).signals.record(
+    recorded, created = autonomy.signals.record(
         body.agentId,
         body.traceId,
         body.kind,
@@ -161,14 +181,14 @@ def record_signal(
         # The original may have been recorded by another process a moment ago: read at the
         # log head so the answer always shows it.
         response.status_code = 200
-        position = services.app.recorder.max_notification_id()
-    committed(services, response, position)
-    return read_signal(services, recorded.aggregate_id)
+        position = app.recorder.max_notification_id()
+    commit(position)
+    return read_signal(store, recorded.aggregate_id)
 
 
 @router.get("")
 def signals(
-    services: ServicesDep,
+    store: StoreDep,
     _: Consistent,
     status: SignalStatus | None = None,
     agent_id: Annotated[AgentId | None, Query(alias="agentId")] = None,
@@ -177,32 +197,32 @@ def signals(
 ) -> dict[str, Any]:
     """Recent signals with their (redacted, bounded) evidence, newest first."""
     rows = list_signals(
-        services.store, status=status, agent_id=agent_id, workspace_id=workspace_id, limit=limit
+        store, status=status, agent_id=agent_id, workspace_id=workspace_id, limit=limit
     )
-    return {"items": with_session_titles(services.store, rows)}
+    return {"items": with_session_titles(store, rows)}
 
 
 @router.get("/{signal_id}")
-def signal(signal_id: UUID, services: ServicesDep, _: Consistent) -> dict[str, Any]:
+def signal(signal_id: UUID, store: StoreDep, _: Consistent) -> dict[str, Any]:
     """One signal."""
-    return read_signal(services, signal_id)
+    return read_signal(store, signal_id)
 
 
 @router.post("/{signal_id}/ignore")
 def ignore_signal(
-    signal_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+    signal_id: UUID, autonomy: AutonomyDep, store: StoreDep, actor: ActorDep, commit: CommitDep
 ) -> dict[str, Any]:
     """Pending or dead-letter → ignored; any other state → 409."""
-    recorded = autonomy_of(services).signals.ignore(signal_id, actor)
-    committed(services, response, recorded.position)
-    return read_signal(services, signal_id)
+    recorded = autonomy.signals.ignore(signal_id, actor)
+    commit(recorded.position)
+    return read_signal(store, signal_id)
 
 
 @router.post("/{signal_id}/retry")
 def retry_signal(
-    signal_id: UUID, services: ServicesDep, actor: ActorDep, response: Response
+    signal_id: UUID, autonomy: AutonomyDep, store: StoreDep, actor: ActorDep, commit: CommitDep
 ) -> dict[str, Any]:
     """Dead-letter → pending, restarting from attempt 0; any other state → 409."""
-    recorded = autonomy_of(services).signals.retry(signal_id, actor)
-    committed(services, response, recorded.position)
-    return read_signal(services, signal_id)
+    recorded = autonomy.signals.retry(signal_id, actor)
+    commit(recorded.position)
+    return read_signal(store, signal_id)

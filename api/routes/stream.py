@@ -17,11 +17,11 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
+from api.deps import Collaborators, CredentialsDep
 from api.errors import DATABASE_DOWN, ApiError
 from api.input_limits import MAX_POSITION, StrictJSONRoute
 from api.metrics import UNAUTHORIZED
-from bootstrap import Services
-from services.credentials import CredentialCache, Refused
+from services.credentials import Refused
 from services.live_stream import LiveStream, Message, Reads
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,8 @@ EVENTS = (
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """One LiveStream for the app, ended when the server is told to stop."""
-    services: Services = app.state.services
-    live = LiveStream(
-        services.app, services.runner, Reads(services.store, services.settings.no_signal_grace_s)
-    )
+    wired: Collaborators = app.state.collaborators
+    live = LiveStream(wired.app, wired.runner, Reads(wired.store, wired.settings.no_signal_grace_s))
     app.state.live_stream = live
     restore = _before_exit_signals(live.close)
     try:
@@ -74,6 +72,7 @@ router = APIRouter(prefix="/api", tags=["stream"], lifespan=lifespan, route_clas
 )
 async def live_stream(
     request: Request,
+    credentials: CredentialsDep,
     after: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
     last_event_id: Annotated[
         int | None, Header(alias="last-event-id", ge=0, le=MAX_POSITION)
@@ -97,7 +96,6 @@ async def live_stream(
             field=field,
             position=head,
         )
-    credentials: CredentialCache = request.app.state.services.credentials
     presented = request.headers.get("x-tachograph-key")
     key = presented.encode("latin-1") if presented is not None else None
     return EventSourceResponse(
