@@ -29,9 +29,9 @@ from infra.metrics import instrument_jobs, observe_batch, observe_dispatch, obse
 from infra.pool_check import ping_when_stale
 from infra.pool_reconnect import steady_reconnects
 from infra.settings import Settings
-from ingest.app_ports import AppSessions, CommittedDispatches
+from ingest.app_ports import AppSessions
 from ingest.approval_gate import REUSE_WITHIN_S, ApprovalGate
-from ingest.group_commit import GroupCommitter
+from ingest.group_commit import CommittedDispatches, GroupCommitter
 from ingest.held_approvals import HeldApprovals
 from ingest.loop import run_sync
 from ingest.service import HookIngest, Ingested, Ports, Rules
@@ -129,20 +129,6 @@ class Services:
         """The same from memory alone (a session looked up before); None: ask the log."""
         workspace = self._session_workspaces.get(session_id)
         return SessionTarget(workspace) if workspace is not None else None
-
-    def locked_title(self, session_id: UUID) -> str | None:
-        """The title an operator gave a session (POST or PATCH), None when it has none.
-
-        Read from the aggregate, not the read model: a session created a moment before
-        its agent starts must already answer with its title.
-        """
-        try:
-            session: object = self.app.repository.get(session_id)
-        except AggregateNotFoundError:
-            return None
-        if not isinstance(session, Session) or not session.title_locked:
-            return None
-        return session.title
 
 
 def open_read_store(settings: Settings, breaker: object = None) -> ReadStore:

@@ -9,11 +9,10 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from api.auth import AuthMiddleware
-from api.coder_webhook import finish_background_dispatches
 from api.deps import Collaborators
 from api.errors import install_error_handlers
 from api.framework import framework_options
-from api.hook_routes import install_hook_routes
+from api.hook_routes import finish_background_dispatches, install_hook_routes
 from api.input_limits import QueryGuardMiddleware
 from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
@@ -83,7 +82,7 @@ def create_app(
         **framework_options(),
     )
     app.state.collaborators = collaborators_of(services)
-    # The hook path (api/hook_routes.py and what it calls) still reads the whole bag.
+    # For tests and tools holding an app; no route reads it.
     app.state.services = services
     app.state.metrics = ProcessMetrics(services)
     install_error_handlers(app)

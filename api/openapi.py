@@ -9,12 +9,14 @@ document, so it is completed here once for every route, present and future.
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 from fastapi import FastAPI
 
 from api.auth import required_capability
-from api.hook_routes import hook_route_operations
+from api.hook_routes import HOOK_ROUTES
 from domain.credentials import NEEDED_ROLE
 
 ERROR_SCHEMA: dict[str, Any] = {
@@ -223,3 +225,34 @@ def _not_nullable(parameter: dict[str, Any]) -> None:
 
 def _json_any() -> dict[str, Any]:
     return {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}
+
+
+_NOT_WORD = re.compile(r"\W")
+
+
+def hook_route_operations() -> dict[str, dict[str, Any]]:
+    """The hook routes' OpenAPI path items, which FastAPI does not document (they are
+    Starlette routes: api/hook_routes.py); `complete` adds their errors."""
+    paths: dict[str, dict[str, Any]] = {}
+    for route in HOOK_ROUTES:
+        name = route.endpoint.__name__
+        doc = inspect.cleandoc(route.endpoint.__doc__ or "")
+        operation: dict[str, Any] = {
+            "tags": [route.tag],
+            "summary": name.replace("_", " ").title(),
+            "description": doc,
+            "operationId": f"{name}{_NOT_WORD.sub('_', route.path)}_post",
+            "responses": {
+                "200": {
+                    "description": "Successful Response",
+                    "content": {"application/json": {"schema": {}}},
+                }
+            },
+        }
+        if route.parameters:
+            operation["parameters"] = list(route.parameters)
+        if route.body is not None:
+            content = {"application/json": {"schema": route.body}}
+            operation["requestBody"] = {"required": True, "content": content}
+        paths[route.path] = {"post": operation}
+    return paths

@@ -166,6 +166,20 @@ class Tachograph(Application[UUID]):
             raise NotFound(f"Session {session_id} was deleted.")
         return session
 
+    def locked_title(self, session_id: UUID) -> str | None:
+        """The title an operator gave a session (POST or PATCH), None when it has none.
+
+        Read from the aggregate, not a read model: a session created a moment before
+        its agent starts must already answer with its title.
+        """
+        try:
+            session: object = self.repository.get(session_id)
+        except AggregateNotFoundError:
+            return None
+        if not isinstance(session, Session) or not session.title_locked:
+            return None
+        return session.title
+
     def update_session(
         self, session_id: UUID, actor: str, *, title: str | None, archived: bool | None
     ) -> Recorded:

@@ -1,21 +1,17 @@
-"""The ingest service's ports over the event-sourced application and the group commit."""
+"""The ingest service's sessions port over the event-sourced application (the dispatch
+log's is the group commit itself: ingest/group_commit.py)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from uuid import UUID
 
-from eventsourcing.domain import Aggregate, DomainEventProtocol
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
 from domain.errors import Conflict, NotFound
-from domain.hook_dispatch_record import HookDispatch
 from domain.session import Session
-from ingest.group_commit import GroupCommitter
-from ingest.loop import Ready, running_loop
-from ingest.ports import Build
 
 
 class AppSessions:
@@ -73,47 +69,3 @@ class AppSessions:
 
     def delete(self, session_id: UUID, actor: str) -> int | None:
         return self.app.delete_session(session_id, actor).position
-
-
-class CommittedDispatches:
-    """Dispatches appended through the group commit, read back from the log.
-
-    On an event loop an append joins the next batch and the loop is woken once per
-    committed batch; in a plain thread the caller commits, leading a batch when no
-    commit is in flight (ingest/group_commit.py).
-    """
-
-    def __init__(self, app: Tachograph, committer: GroupCommitter) -> None:
-        self.app = app
-        self.committer = committer
-
-    def record(self, dispatch_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
-        return self.committer.record_events(dispatch_id, events)
-
-    def append(self, dispatch_id: UUID, build: Build) -> Awaitable[int]:
-        loop = running_loop()
-        if loop is None:
-            return Ready(self.committer.record_events(dispatch_id, build()))
-        appended: asyncio.Future[int] = loop.create_future()
-
-        def done(outcome: int | BaseException) -> None:
-            # In the loop's thread (delivered once per batch), unless the loop closed.
-            if appended.done() or loop.is_closed():
-                return  # the request went away (cancelled), or the server stopped
-            if isinstance(outcome, BaseException):
-                appended.set_exception(outcome)
-            else:
-                appended.set_result(outcome)
-
-        self.committer.enqueue(dispatch_id, build, done, loop.call_soon_threadsafe)
-        return appended
-
-    def stored(self, dispatch_id: UUID) -> HookDispatch | None:
-        try:
-            stored: Aggregate = self.app.repository.get(dispatch_id)
-        except Exception:  # noqa: BLE001 - AggregateNotFoundError, or the store is down
-            return None
-        return stored if isinstance(stored, HookDispatch) else None
-
-    def head(self) -> int | None:
-        return self.app.recorder.max_notification_id()

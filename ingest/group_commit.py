@@ -10,14 +10,19 @@ wait for the interpreter lock behind a busy thread). A conflict fails a whole
 `save()`, so a failed batch is split: each aggregate is saved alone and each
 caller gets its own result or its own error. Callers are answered only after
 their events are durable.
+
+`CommittedDispatches`, the ingest service's dispatch log, appends through it: from an
+event loop without blocking it (the loop is woken once per committed batch), from a
+plain thread by committing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from functools import partial
 from uuid import UUID
@@ -26,6 +31,8 @@ from eventsourcing.domain import Aggregate, DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.application import Tachograph
+from domain.hook_dispatch_record import HookDispatch
+from ingest.loop import Ready, running_loop
 from ingest.ports import Build, Deliver, Done
 
 log = logging.getLogger(__name__)
@@ -220,6 +227,50 @@ class GroupCommitter:
         if positions:
             self.app.on_commit(max(positions.values()))
         return positions
+
+
+class CommittedDispatches:
+    """Dispatches appended through the group commit, read back from the log.
+
+    On an event loop an append joins the next batch and the loop is woken once per
+    committed batch; in a plain thread the caller commits, leading a batch when no
+    commit is in flight (ingest/group_commit.py).
+    """
+
+    def __init__(self, app: Tachograph, committer: GroupCommitter) -> None:
+        self.app = app
+        self.committer = committer
+
+    def record(self, dispatch_id: UUID, events: list[DomainEventProtocol[UUID]]) -> int:
+        return self.committer.record_events(dispatch_id, events)
+
+    def append(self, dispatch_id: UUID, build: Build) -> Awaitable[int]:
+        loop = running_loop()
+        if loop is None:
+            return Ready(self.committer.record_events(dispatch_id, build()))
+        appended: asyncio.Future[int] = loop.create_future()
+
+        def done(outcome: int | BaseException) -> None:
+            # In the loop's thread (delivered once per batch), unless the loop closed.
+            if appended.done() or loop.is_closed():
+                return  # the request went away (cancelled), or the server stopped
+            if isinstance(outcome, BaseException):
+                appended.set_exception(outcome)
+            else:
+                appended.set_result(outcome)
+
+        self.committer.enqueue(dispatch_id, build, done, loop.call_soon_threadsafe)
+        return appended
+
+    def stored(self, dispatch_id: UUID) -> HookDispatch | None:
+        try:
+            stored: Aggregate = self.app.repository.get(dispatch_id)
+        except Exception:  # noqa: BLE001 - AggregateNotFoundError, or the store is down
+            return None
+        return stored if isinstance(stored, HookDispatch) else None
+
+    def head(self) -> int | None:
+        return self.app.recorder.max_notification_id()
 
 
 def _built(pending: _Pending, outcomes: list[tuple[_Pending, int | BaseException]]) -> bool:

@@ -57,8 +57,6 @@ FIRST_PARTY = set(ALLOWED)
 # The api modules that may import the composition root besides their layer: the app factory,
 # which builds the HTTP app on it and hands the routes their collaborators one by one.
 APP_FACTORY = "api/app.py"
-# The hook path still passes the whole Services bag to its calls; its rework removes these.
-HOOK_PATH_ON_SERVICES = {"api/hook_calls.py", "api/coder_webhook.py"}
 DOMAIN_THIRD_PARTY = {"eventsourcing", "pydantic"}
 # What the command hook may load besides the stdlib; each of them stdlib-only in turn.
 HOOK_CLIENT_MODULES = {
@@ -107,9 +105,9 @@ def test_every_package_is_covered() -> None:
 
 def allowed_imports(package: str, path: Path) -> set[str]:
     """What one module may import: its package's layer, and the composition root for the
-    app factory (and the hook path until it stops taking the Services bag)."""
+    app factory alone."""
     name = path.relative_to(ROOT).as_posix()
-    root = {"bootstrap"} if name == APP_FACTORY or name in HOOK_PATH_ON_SERVICES else set()
+    root = {"bootstrap"} if name == APP_FACTORY else set()
     return ALLOWED[package] | root | {package}
 
 
@@ -137,13 +135,6 @@ def test_a_route_importing_the_composition_root_is_an_offender(
     (tmp_path / "bootstrap.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert layer_offenders() == {"api/routes/things.py": ["bootstrap"]}
-
-
-def test_the_hook_path_exception_is_still_needed() -> None:
-    """Each hook-path module excused above still imports bootstrap: drop it once it does not."""
-    assert {name for name in HOOK_PATH_ON_SERVICES if "bootstrap" in imports(ROOT / name)} == (
-        HOOK_PATH_ON_SERVICES
-    )
 
 
 def test_domain_imports_only_stdlib_eventsourcing_and_pydantic() -> None:

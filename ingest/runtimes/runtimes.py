@@ -2,7 +2,7 @@
 
 An adapter maps its runtime's hook payload to the one inbound shape (`LifecycleEvent`)
 and renders a decision in the runtime's own answer format; everything between is the
-one ingest path (api/hook_calls.py, ingest/service.py). Stdlib only: the command-hook
+one ingest path (api/hook_routes.py, ingest/service.py). Stdlib only: the command-hook
 client looks its runtime up here.
 """
 
