@@ -39,6 +39,7 @@ from api.deps import Collaborators
 from api.errors import ApiError
 from api.input_limits import TEXT_CHECKED, body_error, json_body
 from api.metrics import WEBHOOK_REJECTED
+from api.middleware import BODY
 from api.schemas import LifecycleEventBody
 from domain.casing import to_camel
 from domain.lifecycle import (
@@ -69,6 +70,10 @@ HOOK_RUNTIMES: Final = ("codex", "gemini", "copilot")
 EVENTS_ROUTE: Final = "/api/sessions/{session_id}/events"
 _EVENT_NAME: Final = re.compile(EVENT_NAME_PATTERN)
 _TEXT_CHECKED: Final = {TEXT_CHECKED: True}
+# One encoder for every answer: json.dumps with options builds a new one each call.
+_ANSWER_JSON: Final = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+)
 # A hook request's caller can wait for an operator, and leaves when its runtime gives up.
 HOLD: Final = Hold(gone=hook_caller.caller_gone)
 
@@ -79,10 +84,11 @@ def _invalid(loc: tuple[str, str], kind: str, message: str, value: str) -> Reque
 
 
 async def _body(request: Request) -> bytes:
-    """The raw body, read once; from then on a held approval can tell when the caller
-    leaves (api/hook_caller.py)."""
+    """The raw body, read once (by the body cap, for an authenticated request); from then
+    on a held approval can tell when the caller leaves (api/hook_caller.py)."""
     hook_caller.bind(request.receive)
-    return await request.body()
+    read: bytes | None = request.scope.get(BODY)
+    return read if read is not None else await request.body()
 
 
 def _collaborators(request: Request) -> Collaborators:
@@ -337,9 +343,7 @@ def json_answer(content: object, ingested: Ingested | None) -> Response:
     wait for read models. A decision that could not be recorded still stands, but is
     not acknowledged: `x-tachograph-recorded: false`, so the client may retry.
     """
-    body = json.dumps(
-        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
-    ).encode()
+    body = _ANSWER_JSON.encode(content).encode()
     headers: dict[str, str] = {}
     if ingested is not None:
         if ingested.position is not None:

@@ -17,6 +17,9 @@ from api.errors import ApiError
 
 # Where AuthMiddleware puts the caller it established (api/auth.py).
 PRINCIPAL = "tachograph.principal"
+# Where this middleware leaves an authenticated request's whole body, read once: a hook
+# route takes it from here instead of reading it again through Starlette's Request.
+BODY = "tachograph.body"
 MAX_BODY_BYTES = 1024 * 1024
 # A hook must not fail because a tool read a big file: the routes that take hooks accept
 # up to 16 MiB, and what is recorded of the call stays bounded (domain/dispatch_facts.py).
@@ -95,7 +98,9 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        whole: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        scope[BODY] = body
+        whole: Message = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, replaying(whole, receive), send)
 
 

@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import HTTP_IN_FLIGHT, HTTP_LATENCY, HTTP_REQUESTS
-from domain.ids import random_id
+from domain.ids import random_token
 from infra.logs import bind_log_context, reset_log_context
 
 access_log = logging.getLogger("tachograph.access")
@@ -35,7 +35,7 @@ def request_id_of(scope: Scope) -> str:
             if _VALID_REQUEST_ID.fullmatch(candidate):
                 return candidate
             break
-    return random_id().hex
+    return random_token()
 
 
 class ObservabilityMiddleware:

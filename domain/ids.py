@@ -40,6 +40,16 @@ def random_id() -> UUID:
     return UUID(bytes=pool.pop(), version=4)
 
 
+def random_token() -> str:
+    """32 random hex digits (128 bits) from the same buffered CSPRNG read as `random_id`,
+    for ids that need no UUID object (a request id)."""
+    pool: list[bytes] | None = getattr(_RANDOM, "pool", None)
+    if not pool:
+        data = os.urandom(16 * _IDS_PER_READ)
+        pool = _RANDOM.pool = [data[i : i + 16] for i in range(0, len(data), 16)]
+    return pool.pop().hex()
+
+
 def forget_buffered_ids() -> None:
     """Drop the buffered randomness: a forked child must never hand out the ids its
     parent still holds. The composition root registers it to run after every fork."""

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 _CONTEXT_KEYS = ("request_id", "session_id", "task_id", "turn_id", "dispatch_id")
+_KNOWN_KEYS = frozenset(_CONTEXT_KEYS)
 # One variable holding every id (a new dict per bind, never mutated): binding a
 # request's ids is one `set`, not one per id, on every request.
 _CONTEXT: ContextVar[Mapping[str, str | None]] = ContextVar(
@@ -34,10 +35,12 @@ _secrets: tuple[str, ...] = ()
 
 def bind_log_context(**ids: object) -> list[Token[Mapping[str, str | None]]]:
     """Set correlation ids for the current context; returns tokens for `reset_log_context`."""
-    unknown = set(ids) - set(_CONTEXT_KEYS)
-    if unknown:
-        raise KeyError(f"unknown log context ids: {sorted(unknown)}")  # a programming error
-    bound = {**_CONTEXT.get(), **{k: None if v is None else str(v) for k, v in ids.items()}}
+    if not ids.keys() <= _KNOWN_KEYS:
+        unknown = sorted(set(ids) - _KNOWN_KEYS)
+        raise KeyError(f"unknown log context ids: {unknown}")  # a programming error
+    bound = dict(_CONTEXT.get())
+    for key, value in ids.items():
+        bound[key] = value if value is None or type(value) is str else str(value)
     return [_CONTEXT.set(bound)]
 
 
