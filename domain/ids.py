@@ -33,21 +33,22 @@ def random_id() -> UUID:
     One `os.urandom` call per 256 ids instead of one per id: on the ingest hot path
     every syscall hands the interpreter lock to a busy thread and waits to get it back.
     """
-    pool: list[bytes] | None = getattr(_RANDOM, "pool", None)
-    if not pool:
-        data = os.urandom(16 * _IDS_PER_READ)
-        pool = _RANDOM.pool = [data[i : i + 16] for i in range(0, len(data), 16)]
-    return UUID(bytes=pool.pop(), version=4)
+    return UUID(bytes=_random_bytes(), version=4)
 
 
 def random_token() -> str:
     """32 random hex digits (128 bits) from the same buffered CSPRNG read as `random_id`,
     for ids that need no UUID object (a request id)."""
+    return _random_bytes().hex()
+
+
+def _random_bytes() -> bytes:
+    """16 bytes of the OS's CSPRNG, from this thread's buffer of them."""
     pool: list[bytes] | None = getattr(_RANDOM, "pool", None)
     if not pool:
         data = os.urandom(16 * _IDS_PER_READ)
         pool = _RANDOM.pool = [data[i : i + 16] for i in range(0, len(data), 16)]
-    return pool.pop().hex()
+    return pool.pop()
 
 
 def forget_buffered_ids() -> None:
