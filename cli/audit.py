@@ -37,7 +37,7 @@ class _Context:
 
 
 @contextmanager
-def _open(settings: Settings) -> Iterator[_Context]:
+def open_stores(settings: Settings) -> Iterator[_Context]:
     # Not build_services: an audit command must not append to the log it is auditing.
     from bootstrap import open_read_store
     from infra.event_store import open_application, schema_lock
@@ -96,7 +96,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
             return 2
     started = time.monotonic()
     try:
-        with _open(settings) as ctx, _progress("verifying") as bar:
+        with open_stores(settings) as ctx, _progress("verifying") as bar:
             task = bar.add_task("verify", total=None)
             report = verify_log(
                 ctx.app,
@@ -129,7 +129,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
 
 def cli_checkpoints(settings: Settings, out_path: str | None, out: TextIO) -> int:
     """`tachograph checkpoints [--out FILE]`: export the checkpoints for an auditor to keep."""
-    with _open(settings) as ctx:
+    with open_stores(settings) as ctx:
         doc = checkpoints_document(ctx.store, settings.log_signing_key)
     text = json.dumps(doc, indent=1) + "\n"
     if out_path:
@@ -144,7 +144,7 @@ def cli_replay(
     settings: Settings, names: Sequence[str], swap: bool, as_json: bool, out: TextIO
 ) -> int:
     """`tachograph replay`: 0 when every rebuilt projection equals (or replaced) the live one."""
-    with _open(settings) as ctx:
+    with open_stores(settings) as ctx:
         attach_signing_key(ctx.projections, settings.log_signing_key)
         try:
             selected = select_projections(ctx.projections, names)
