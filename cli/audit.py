@@ -87,6 +87,8 @@ def _progress(description: str) -> Any:
 
 def cli_verify(settings: Settings, against: str | None, as_json: bool, out: TextIO) -> int:
     """`tachograph verify [--against FILE]`: 0 when the chain holds, 1 at a break, 2 on error."""
+    from infra.note_key import load_note_key
+
     anchors = None
     if against is not None:
         try:
@@ -94,6 +96,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
         except ValueError as exc:
             print(f"tachograph: {exc}", file=sys.stderr)
             return 2
+    note_key = load_note_key(settings.note_key_path, create=False)
     started = time.monotonic()
     try:
         with open_stores(settings) as ctx, _progress("verifying") as bar:
@@ -102,6 +105,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
                 ctx.app,
                 ctx.store,
                 settings.log_signing_key,
+                note_key=note_key.verifier() if note_key else None,
                 against=anchors,
                 progress=lambda n: bar.advance(task, n),
                 on_total=lambda total: bar.update(task, total=total),
@@ -119,7 +123,9 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
             f"OK: {report.events} events verified through position {report.head_position} "
             f"in {elapsed:.1f} s ({report.events / max(elapsed, 1e-9):,.0f} events/s); "
             f"{report.checkpoints_checked} {report.source} checkpoints matched "
-            f"({report.signed} signed, {report.unsigned} unsigned)\n"
+            f"({report.signed} signed, {report.unsigned} unsigned); Merkle tree of "
+            f"{report.merkle_leaves} leaves matched, {report.signed_roots_checked} of "
+            f"{report.signed_roots} signed checkpoints (Ed25519) matched\n"
         )
     else:
         b = report.chain_break

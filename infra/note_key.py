@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from domain.signed_note import (
     ED25519,
     NoteError,
+    VerifierKey,
     checkpoint_body,
     decode_base64,
     key_hash,
@@ -61,6 +62,9 @@ class NoteKey:
     def verifier_key(self) -> str:
         """The public note verifier key, `name+hash+base64key`."""
         return verifier_key(self.name, self.public_key)
+
+    def verifier(self) -> VerifierKey:
+        return VerifierKey(self.name, self.key_hash, self.public_key)
 
     def encode(self) -> str:
         seed = base64.b64encode(bytes([ED25519]) + self.seed).decode()

@@ -21,13 +21,15 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from domain.merkle import CompactRange, Node, event_leaf, leaf_hash, range_nodes
+from domain.merkle_verify import RecordedLeaf
 from projections.base import Envelope, Projection
+from projections.log_checkpoints import rows_through
 from projections.store import Cursor, ReadStore
 
 log = logging.getLogger(__name__)
@@ -250,3 +252,15 @@ def sign_log_head(projections: Iterable[Projection], store: ReadStore) -> int | 
     except Exception as exc:  # noqa: BLE001 - the next batch or job signs instead
         log.warning("no signed checkpoint recorded: %s: %s", type(exc).__name__, exc)
         return None
+
+
+def recorded_leaves(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLeaf]:
+    """The live tree's leaves at or below a position, in log order, read in pages."""
+    for r in rows_through(store, LEAVES_TABLE, upto, batch):
+        yield RecordedLeaf(int(r["idx"]), int(r["position"]), bytes.fromhex(r["hash"]))
+
+
+def signed_notes(store: ReadStore) -> list[tuple[int, int, str]]:
+    """Every signed checkpoint in the ledger as (size, position, note), oldest first."""
+    rows = store.query(f"SELECT size, position, note FROM {NOTES_TABLE} ORDER BY size")
+    return [(int(r["size"]), int(r["position"]), str(r["note"])) for r in rows]

@@ -40,9 +40,14 @@ def checkpoints(
 
 
 @router.get("/verify")
-def verify(app: AppDep, store: StoreDep, settings: SettingsDep) -> dict[str, Any]:
+def verify(app: AppDep, store: StoreDep, settings: SettingsDep, key: NoteKeyDep) -> dict[str, Any]:
     """Recompute the hash chain over the stored log; `ok` false names the first break."""
-    report = verify_log(app, store, settings.log_signing_key)
+    report = verify_log(
+        app,
+        store,
+        settings.log_signing_key,
+        note_key=key.verifier() if key else None,
+    )
     return verify_report_wire(report)
 
 
