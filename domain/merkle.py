@@ -222,5 +222,14 @@ class CompactRange:
         self.size += 1
         return formed
 
+    def append_leaf(self, leaf: bytes) -> None:
+        """`append` without listing what formed (for recomputing a root only)."""
+        index, h, edge = self.size, leaf, self.edge
+        while index & 1:
+            h = node_hash(edge.pop(), h)
+            index >>= 1
+        edge.append(h)
+        self.size += 1
+
     def root(self) -> bytes:
         return EMPTY_ROOT if self.size == 0 else _fold(self.edge)

@@ -35,41 +35,37 @@ class SignedRoot:
 
 @dataclass
 class TreeAudit:
+    """Recomputes the tree over the events a scan passes through.
+
+    `compare_at` is how many leaves the read model holds: its root at that size is
+    compared afterwards (`read_model_root`), and only when it differs are the recorded
+    leaves read one by one to name the first that does (`first_leaf_mismatch`), so an
+    intact log costs one leaf hash per event and no extra reads.
+    """
+
     roots: Sequence[SignedRoot]
+    compare_at: int = 0
     leaves: int = 0
     roots_checked: int = 0
-    behind: bool = False  # the read model had fewer leaves than the log had events
     problem: ChainBreak | None = None
+    root_at_compare: bytes | None = None
     _tree: CompactRange = field(default_factory=CompactRange)
 
-    def scan(
-        self, events: Iterable[StoredEvent], recorded: Iterator[RecordedLeaf]
-    ) -> Iterator[StoredEvent]:
-        """Pass the events through, checking each as it goes by."""
+    def scan(self, events: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
+        """Pass the events through, checking each signed root as its size goes by."""
         pending = iter(sorted(self.roots, key=lambda r: r.size))
         due = next(pending, None)
         tree = self._tree
         for e in events:
             yield e
-            if self.problem is not None:
-                continue
-            leaf = leaf_hash(event_leaf(e.position, e.aggregate_id, e.version, e.type, e.payload))
-            mine = None if self.behind else next(recorded, None)
-            if mine is None:
-                self.behind = True
-            elif (mine.index, mine.position, mine.hash) != (tree.size, e.position, leaf):
-                self.problem = ChainBreak(
-                    e.position,
-                    MERKLE_MISMATCH,
-                    f"the Merkle tree's leaf {mine.index} (position {mine.position}) does "
-                    f"not match the stored event at position {e.position}",
-                    seq=tree.size + 1,
-                )
-                continue
-            tree.append(leaf)
-            self.leaves = tree.size
-            while due is not None and due.size == tree.size:
-                if tree.root() != due.root:
+            tree.append_leaf(
+                leaf_hash(event_leaf(e.position, e.aggregate_id, e.version, e.type, e.payload))
+            )
+            self.leaves = size = tree.size
+            if size == self.compare_at:
+                self.root_at_compare = tree.root()
+            while due is not None and due.size == size:
+                if self.problem is None and tree.root() != due.root:
                     self.problem = ChainBreak(
                         e.position,
                         NOTE_MISMATCH,
@@ -79,6 +75,10 @@ class TreeAudit:
                     )
                 self.roots_checked += 1
                 due = next(pending, None)
+
+    def read_model_differs(self, read_model_root: bytes) -> bool:
+        """Whether the read model's root at `compare_at` leaves differs from the log's."""
+        return self.root_at_compare is not None and self.root_at_compare != read_model_root
 
     def tail_problem(self, head_position: int) -> ChainBreak | None:
         """After a full scan: a signed size beyond the log names its missing tail."""
@@ -93,3 +93,20 @@ class TreeAudit:
             f"{largest.position}) but the log holds {self._tree.size}: its tail was removed",
             seq=self._tree.size + 1,
         )
+
+
+def first_leaf_mismatch(
+    events: Iterable[StoredEvent], recorded: Iterable[RecordedLeaf]
+) -> ChainBreak | None:
+    """The first stored event whose leaf differs from the one the read model recorded."""
+    for index, (e, mine) in enumerate(zip(events, recorded, strict=False)):
+        leaf = leaf_hash(event_leaf(e.position, e.aggregate_id, e.version, e.type, e.payload))
+        if (mine.index, mine.position, mine.hash) != (index, e.position, leaf):
+            return ChainBreak(
+                e.position,
+                MERKLE_MISMATCH,
+                f"the Merkle tree's leaf {mine.index} (position {mine.position}) does "
+                f"not match the stored event at position {e.position}",
+                seq=index + 1,
+            )
+    return None

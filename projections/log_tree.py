@@ -264,3 +264,9 @@ def signed_notes(store: ReadStore) -> list[tuple[int, int, str]]:
     """Every signed checkpoint in the ledger as (size, position, note), oldest first."""
     rows = store.query(f"SELECT size, position, note FROM {NOTES_TABLE} ORDER BY size")
     return [(int(r["size"]), int(r["position"]), str(r["note"])) for r in rows]
+
+
+def tree_size(store: ReadStore) -> int:
+    """How many leaves the live tree holds."""
+    row = store.query_one(f"SELECT MAX(idx) AS idx FROM {LEAVES_TABLE}")
+    return 0 if row is None or row["idx"] is None else int(row["idx"]) + 1

@@ -7,13 +7,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from domain.application import Tachograph
 from domain.log_chain import Checkpoint, signing_key_id
 from domain.log_verify import FORGED_CHECKPOINT, ChainBreak, VerifyReport, verify_chain
-from domain.merkle_verify import SignedRoot, TreeAudit
+from domain.merkle import root_hash
+from domain.merkle_verify import MERKLE_MISMATCH, SignedRoot, TreeAudit, first_leaf_mismatch
 from domain.signed_note import CheckpointBody, NoteError, VerifierKey, open_note
 from infra.log_scan import count_events, log_head, scan_events, stored_position
 from infra.log_wire import checkpoint_from_wire, checkpoint_wire
@@ -24,7 +26,13 @@ from projections.log_checkpoints import (
     recorded_links,
     recorded_position,
 )
-from projections.log_tree import recorded_leaves, signed_notes
+from projections.log_tree import (
+    live_tables,
+    read_nodes,
+    recorded_leaves,
+    signed_notes,
+    tree_size,
+)
 from projections.store import ReadStore
 
 CHECKPOINTS_FORMAT = "tachograph-checkpoints/1"
@@ -58,12 +66,12 @@ def verify_log(
     chained = chained_seq(store, sys.maxsize) if against is None else 0
     checkpoints = all_checkpoints(store) if against is None else list(against)
     roots, forged = _signed_roots(store, note_key)
+    tree = TreeAudit(roots, compare_at=tree_size(store))
     head = log_head(app)
     if on_total is not None:
         on_total(count_events(app, head))
-    tree = TreeAudit(roots)
     report = verify_chain(
-        tree.scan(scan_events(app, head), recorded_leaves(store, head)),
+        tree.scan(scan_events(app, head)),
         recorded_links(store, head),
         checkpoints,
         _Lookups(app, store),
@@ -72,6 +80,25 @@ def verify_log(
         chained_seq=chained,
         progress=progress,
     )
+    if tree.root_at_compare is not None:
+        try:
+            recorded = root_hash(tree.compare_at, partial(read_nodes, store, live_tables()))
+        except LookupError:
+            recorded = b""
+        if tree.read_model_differs(recorded):
+            # Only now read the recorded leaves, to name the first that differs.
+            report.chain_break = min(
+                (
+                    b
+                    for b in (
+                        report.chain_break,
+                        first_leaf_mismatch(scan_events(app, head), recorded_leaves(store, head))
+                        or ChainBreak(head, MERKLE_MISMATCH, "the tree's subtrees do not match"),
+                    )
+                    if b is not None
+                ),
+                key=lambda b: b.position,
+            )
     _add_tree_audit(report, tree, forged, note_key)
     return report
 
@@ -111,9 +138,9 @@ def _add_tree_audit(
         report.warnings.append(
             "No log note key here: the signatures of signed checkpoints were not checked."
         )
-    if tree.behind:
+    if tree.compare_at < tree.leaves:
         report.warnings.append(
-            f"The Merkle tree covers {tree.leaves} events so far (catching up); "
+            f"The Merkle tree covers {tree.compare_at} events so far (catching up); "
             "later events were hashed but not compared with it."
         )
 
