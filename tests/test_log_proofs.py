@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from bootstrap import build_services
 from domain.merkle import ProofError, leaf_hash, verify_consistency, verify_inclusion
 from domain.signed_note import CheckpointBody, VerifierKey, open_note
 from infra.note_key import ed25519_check
 from infra.settings import Settings
+from projections.log_tree import NOTES_TABLE, sign_log_head
+from tests.audit_support import bulk_history
 
 
 @pytest.fixture
@@ -84,3 +88,30 @@ def test_proofs_against_unsigned_sizes_or_with_bad_parameters_are_refused(
             refused = client.get(query)
             assert refused.status_code == 422, query
             assert field in refused.text, (query, refused.text)
+
+
+def test_a_quiet_tail_is_signed_after_the_interval(settings: Settings) -> None:
+    quiet = settings.with_(log_note_every_events=1000, log_note_every_s=0.2)
+    with TestClient(create_app(quiet)) as client:
+        grow(client, 2)
+        deadline = time.monotonic() + 10
+        # The default workspace and two sessions: three events, far fewer than 1,000.
+        while client.get("/api/log/checkpoint").status_code == 404 or checkpoint(client).size < 3:
+            assert time.monotonic() < deadline, "no checkpoint signed by the periodic job"
+            time.sleep(0.05)
+
+
+def test_two_replicas_signing_the_same_size_keep_one_checkpoint(settings: Settings) -> None:
+    first, second = build_services(settings), build_services(settings)
+    try:
+        bulk_history(first.app, 3)
+        first.runner.catch_up()
+        second.runner.catch_up()
+        assert first.note_key == second.note_key  # one key file, created once
+        signed = [sign_log_head(s.projections, s.store) for s in (first, second)]
+        assert signed == [7, None]  # the second finds the size signed already
+        rows = first.store.query(f"SELECT size FROM {NOTES_TABLE}")
+        assert [r["size"] for r in rows] == [7]
+    finally:
+        second.stop()
+        first.stop()
