@@ -29,6 +29,7 @@ from domain.signed_note import (
     valid_name,
     verifier_key,
 )
+from infra.settings import SettingsError
 
 _PREFIX = "PRIVATE+KEY+"
 
@@ -96,7 +97,7 @@ class NoteKey:
 def load_note_key(path: Path, *, create: bool) -> NoteKey | None:
     """The key in `path`; with `create`, a new one written there (mode 0600) if absent."""
     try:
-        return NoteKey.parse(path.read_text(encoding="utf-8"))
+        return _read(path)
     except FileNotFoundError:
         if not create:
             return None
@@ -111,7 +112,17 @@ def load_note_key(path: Path, *, create: bool) -> NoteKey | None:
             out.write(key.encode() + "\n")
         os.link(temporary, path)
     except FileExistsError:
-        return NoteKey.parse(path.read_text(encoding="utf-8"))
+        return _read(path)
     finally:
         os.unlink(temporary)
     return key
+
+
+def _read(path: Path) -> NoteKey:
+    """The key in an existing file; SettingsError naming the setting when it is unusable."""
+    try:
+        return NoteKey.parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, NoteError) as exc:
+        raise SettingsError(f"TACHOGRAPH_LOG_NOTE_KEY_FILE: cannot use {path}: {exc}") from None

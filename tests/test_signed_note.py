@@ -9,6 +9,7 @@ import pytest
 
 from domain.signed_note import CheckpointBody, NoteError, VerifierKey, checkpoint_body, open_note
 from infra.note_key import NoteKey, ed25519_check, load_note_key
+from infra.settings import SettingsError
 
 # From golang.org/x/mod, sumdb/note/note_test.go (TestNewVerifier, TestSign, TestOpen).
 PETER_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
@@ -101,3 +102,11 @@ def test_the_key_file_is_created_once_private_and_read_back(tmp_path: Path) -> N
     assert open_note(note, VerifierKey.parse(created.verifier_key), ed25519_check).startswith(
         created.name + "\n3\n"
     )
+
+
+def test_an_unusable_key_file_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    path = tmp_path / "log-note.key"
+    path.write_text("PRIVATE+KEY+not-a-key\n")
+    with pytest.raises(SettingsError, match=f"TACHOGRAPH_LOG_NOTE_KEY_FILE: cannot use {path}"):
+        load_note_key(path, create=True)
+    assert path.read_text() == "PRIVATE+KEY+not-a-key\n"  # never replaced
