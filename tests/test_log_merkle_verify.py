@@ -8,9 +8,10 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from domain.merkle import range_nodes
 from infra.settings import Settings
 from projections.log_checkpoints import CHECKPOINTS_TABLE, LINKS_TABLE
-from projections.log_tree import LEAVES_TABLE, NOTES_TABLE
+from projections.log_tree import LEAVES_TABLE, NODES_TABLE, NOTES_TABLE
 from tests.audit_support import read_store
 from tests.log_tamper import Tamper
 from tests.support import run_cli
@@ -81,3 +82,23 @@ def test_a_checkpoint_altered_in_the_ledger_no_longer_verifies(settings: Setting
     report = verify(settings)
     assert report["break"]["kind"] == "forged_checkpoint", report
     assert f"signed checkpoint of size {size} does not verify" in report["break"]["message"]
+
+
+def test_a_tree_altered_in_the_read_model_is_named(settings: Settings) -> None:
+    head = recorded(settings, sessions=5)
+    with read_store(settings) as store:
+        size = int(store.query(f"SELECT COUNT(*) AS n FROM {LEAVES_TABLE}")[0]["n"])
+        level, index = range_nodes(0, size)[-1]  # on the right edge: part of the root
+        table, where = (
+            (LEAVES_TABLE, "idx = ?") if level == 0 else (NODES_TABLE, "level = ? AND idx = ?")
+        )
+        with store.transaction() as cur:
+            cur.execute(
+                f"UPDATE {table} SET hash = ? WHERE {where}",
+                ("00" * 32, *([index] if level == 0 else [level, index])),
+            )
+    report = verify(settings)
+    assert report["break"]["kind"] == "merkle_mismatch", report
+    # A leaf is named by its position; a subtree above the leaves by the head.
+    position = index + 1 if level == 0 else head
+    assert report["break"]["position"] == position
