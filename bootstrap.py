@@ -26,6 +26,7 @@ from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.hook_wire import ask
 from infra.metrics import instrument_jobs, observe_batch, observe_dispatch, observe_recorded
+from infra.note_key import NoteKey, load_note_key
 from infra.pool_check import ping_when_stale
 from infra.pool_reconnect import steady_reconnects
 from infra.settings import Settings
@@ -38,6 +39,7 @@ from ingest.service import HookIngest, Ingested, Ports, Rules
 from projections.base import Projection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
+from projections.log_tree import attach_note_signer, sign_log_head
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
 from projections.sessions import session_exists
@@ -79,6 +81,9 @@ class Services:
     _session_workspaces: dict[UUID, str] = field(default_factory=dict, repr=False)
     # Every agent's learned content, in memory, for deliveries (hooks, task prompts).
     learned: LearnedContext | None = None
+    # The Ed25519 key of the log's signed checkpoints; None only for a reading command
+    # run where no key file exists.
+    note_key: NoteKey | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -112,6 +117,7 @@ class Services:
         if self.held is not None:
             self.held.close()
         checkpoint_at_shutdown(self.runner)
+        sign_log_head(self.projections, self.store)
         self.close()
 
     def close(self) -> None:
@@ -169,6 +175,13 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         settings.workspace_root.mkdir(parents=True, exist_ok=True)
     projections = all_projections()
     attach_signing_key(projections, settings.log_signing_key)
+    note_key = load_note_key(settings.note_key_path, create=not reading)
+    attach_note_signer(
+        projections,
+        note_key.sign_checkpoint if note_key else None,
+        settings.log_note_every_events,
+        settings.log_note_every_s,
+    )
     with schema_lock(settings):
         app = open_application(settings)
         store = open_read_store(settings, getattr(app.recorder, "breaker", None))
@@ -227,6 +240,12 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
             lambda: expire_orphaned_approvals_job(app, store),
             IntervalTrigger(seconds=30),
         ),
+        # Signs a quiet tail: batches sign only while events keep arriving.
+        Job(
+            "log-note",
+            lambda: sign_log_head(projections, store),
+            IntervalTrigger(seconds=settings.log_note_every_s),
+        ),
     ]
     keys = KeyService(app)
     tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
@@ -254,6 +273,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         held=held,
         _session_workspaces=workspaces,
         learned=learned,
+        note_key=note_key,
     )
 
 

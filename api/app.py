@@ -138,4 +138,5 @@ def collaborators_of(services: Services) -> Collaborators:
         autonomy=services.autonomy,
         learned=services.learned,
         sessions=services,
+        note_key=services.note_key,
     )

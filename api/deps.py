@@ -18,6 +18,7 @@ from api.errors import ApiError
 from api.input_limits import MAX_POSITION
 from domain.application import Tachograph
 from domain.key_service import KeyService
+from infra.note_key import NoteKey
 from infra.settings import Settings
 from ingest.service import HookIngest
 from projections.runner import ProjectionRunner
@@ -45,6 +46,8 @@ class Collaborators:
     autonomy: AutonomyRuntime
     learned: LearnedContext
     sessions: SessionTargets
+    # The log's note key; None only where no key file exists (a reading command).
+    note_key: NoteKey | None
 
 
 T = TypeVar("T")
@@ -73,6 +76,7 @@ KeysDep = Annotated[KeyService, _collaborator(lambda c: c.keys)]
 TasksDep = Annotated[TaskRuntime, _collaborator(lambda c: c.tasks)]
 AutonomyDep = Annotated[AutonomyRuntime, _collaborator(lambda c: c.autonomy)]
 LearnedDep = Annotated[LearnedContext, _collaborator(lambda c: c.learned)]
+NoteKeyDep = Annotated[NoteKey | None, _collaborator(lambda c: c.note_key)]
 SessionTargetsDep = Annotated[SessionTargets, _collaborator(lambda c: c.sessions)]
 
 

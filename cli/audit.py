@@ -37,7 +37,7 @@ class _Context:
 
 
 @contextmanager
-def _open(settings: Settings) -> Iterator[_Context]:
+def open_stores(settings: Settings) -> Iterator[_Context]:
     # Not build_services: an audit command must not append to the log it is auditing.
     from bootstrap import open_read_store
     from infra.event_store import open_application, schema_lock
@@ -87,6 +87,8 @@ def _progress(description: str) -> Any:
 
 def cli_verify(settings: Settings, against: str | None, as_json: bool, out: TextIO) -> int:
     """`tachograph verify [--against FILE]`: 0 when the chain holds, 1 at a break, 2 on error."""
+    from infra.note_key import load_note_key
+
     anchors = None
     if against is not None:
         try:
@@ -94,14 +96,16 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
         except ValueError as exc:
             print(f"tachograph: {exc}", file=sys.stderr)
             return 2
+    note_key = load_note_key(settings.note_key_path, create=False)
     started = time.monotonic()
     try:
-        with _open(settings) as ctx, _progress("verifying") as bar:
+        with open_stores(settings) as ctx, _progress("verifying") as bar:
             task = bar.add_task("verify", total=None)
             report = verify_log(
                 ctx.app,
                 ctx.store,
                 settings.log_signing_key,
+                note_key=note_key.verifier() if note_key else None,
                 against=anchors,
                 progress=lambda n: bar.advance(task, n),
                 on_total=lambda total: bar.update(task, total=total),
@@ -119,7 +123,9 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
             f"OK: {report.events} events verified through position {report.head_position} "
             f"in {elapsed:.1f} s ({report.events / max(elapsed, 1e-9):,.0f} events/s); "
             f"{report.checkpoints_checked} {report.source} checkpoints matched "
-            f"({report.signed} signed, {report.unsigned} unsigned)\n"
+            f"({report.signed} signed, {report.unsigned} unsigned); Merkle tree of "
+            f"{report.merkle_leaves} leaves matched, {report.signed_roots_checked} of "
+            f"{report.signed_roots} signed checkpoints (Ed25519) matched\n"
         )
     else:
         b = report.chain_break
@@ -129,7 +135,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
 
 def cli_checkpoints(settings: Settings, out_path: str | None, out: TextIO) -> int:
     """`tachograph checkpoints [--out FILE]`: export the checkpoints for an auditor to keep."""
-    with _open(settings) as ctx:
+    with open_stores(settings) as ctx:
         doc = checkpoints_document(ctx.store, settings.log_signing_key)
     text = json.dumps(doc, indent=1) + "\n"
     if out_path:
@@ -144,7 +150,7 @@ def cli_replay(
     settings: Settings, names: Sequence[str], swap: bool, as_json: bool, out: TextIO
 ) -> int:
     """`tachograph replay`: 0 when every rebuilt projection equals (or replaced) the live one."""
-    with _open(settings) as ctx:
+    with open_stores(settings) as ctx:
         attach_signing_key(ctx.projections, settings.log_signing_key)
         try:
             selected = select_projections(ctx.projections, names)

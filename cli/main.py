@@ -195,8 +195,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     from infra.log_reader import event_record, iter_events
 
     settings = _log_settings(args)
+    if args.bundle is not None:
+        from cli.session_exports import cli_export_bundle
+
+        return cli_export_bundle(settings, args.session, args.bundle)
     if args.session is not None:
-        return _export_session(settings, args.session, args.out)
+        from cli.session_exports import cli_export_session
+
+        return cli_export_session(settings, args.session, args.out)
     app = open_application(settings)
     count = 0
     with ExitStack() as stack:
@@ -210,39 +216,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export_session(settings: Any, typed: str, out_path: str | None) -> int:
-    """One session's events with their positions, chain links and stored payloads."""
-    from contextlib import ExitStack
-
-    from fastapi.encoders import jsonable_encoder
-
-    from bootstrap import build_services
-    from cli.cli_values import BadValue, resolve_session
-    from domain.strict_json import dumps_readable
-    from projections.sessions import session_ids_starting
-    from services.session_export import session_export
-
-    services = build_services(settings, reading=True)
-    with ExitStack() as stack:
-        stack.callback(services.close)
-        services.runner.catch_up()  # the chain's read model holds every link exported
-        known = session_ids_starting(services.store, typed.strip().lower())
-        try:
-            session_id = resolve_session(typed, "--session", known)
-        except BadValue as exc:
-            print(f"tachograph export: {exc}", file=sys.stderr)
-            return 2
-        records = session_export(services.app, services.store, session_id)
-        if not records:
-            print(f"session {session_id} has no events", file=sys.stderr)
-            return 1
-        out = stack.enter_context(open(out_path, "w", encoding="utf-8")) if out_path else sys.stdout
-        for record in jsonable_encoder(records):
-            out.write(dumps_readable(record, separators=(",", ":")) + "\n")
-    print(f"exported {len(records)} events of session {session_id}", file=sys.stderr)
-    return 0
-
-
 def cmd_activity(args: argparse.Namespace) -> int:
     """The auditor search of GET /api/activity, as a table or NDJSON."""
     from cli.activity import cli_activity
@@ -251,8 +224,12 @@ def cmd_activity(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Recompute the log's hash chain; exit 1 at the first break."""
+    """Recompute the log's hash chain; exit 1 at the first break. Or check a bundle."""
     from cli.audit import cli_verify
+    from cli.log_proofs import cli_verify_bundle
+
+    if args.bundle is not None:
+        return cli_verify_bundle(args.bundle, args.key, sys.stdout)
 
     return cli_verify(_log_settings(args), args.against, args.json, sys.stdout)
 
@@ -409,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--session", help="only this session's events, with links: its id or first characters"
     )
     export.add_argument("--out")
+    export.add_argument("--bundle", metavar="FILE", help="the session's events with proofs")
     add_data_dir_option(export)
     export.set_defaults(func=cmd_export)
 
@@ -434,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="verify the log's hash chain against its checkpoints")
     verify.add_argument("--against", metavar="FILE", help="checkpoints exported earlier")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--bundle", metavar="FILE", help="check a bundle offline, with --key")
+    verify.add_argument("--key", help="the log's note verifier key, or a file holding it")
     add_data_dir_option(verify)
     verify.set_defaults(func=cmd_verify)
 
@@ -470,9 +450,15 @@ def build_parser() -> argparse.ArgumentParser:
         action.set_defaults(func=func)
 
     from cli.keys import add_parser as add_keys_parser
+    from cli.log_proofs import add_parser as add_log_parser
+    from cli.log_proofs import cli_log
 
     add_keys_parser(sub)
     sub.choices["keys"].set_defaults(func=cmd_keys)
+    add_log_parser(sub)
+    sub.choices["log"].set_defaults(
+        func=lambda args: cli_log(_log_settings(args), args, sys.stdout)
+    )
 
     bench = sub.add_parser("bench", help="benchmarks beside same-run baselines")
     bench.add_argument("--store", choices=["sqlite", "postgres"])

@@ -77,6 +77,10 @@ class VerifyReport:
     unsigned: int = 0
     chain_break: ChainBreak | None = None
     warnings: list[str] = field(default_factory=list)
+    # The Merkle tree's leaves compared, and signed checkpoints (notes) found and matched.
+    merkle_leaves: int = 0
+    signed_roots: int = 0
+    signed_roots_checked: int = 0
 
     @property
     def ok(self) -> bool:

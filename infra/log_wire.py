@@ -71,6 +71,11 @@ def verify_report_wire(report: VerifyReport) -> dict[str, Any]:
             "signed": report.signed,
             "unsigned": report.unsigned,
         },
+        "merkle": {
+            "leaves": report.merkle_leaves,
+            "signedCheckpoints": report.signed_roots,
+            "checked": report.signed_roots_checked,
+        },
         "break": chain_break_wire(report.chain_break) if report.chain_break else None,
         "warnings": report.warnings,
     }

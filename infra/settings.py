@@ -110,6 +110,11 @@ class Settings:
     self_update_sandbox: str = "auto"
     self_update_forward: tuple[int, ...] = ()
     log_signing_key: str | None = None
+    # The Ed25519 key signing the log's checkpoints (C2SP signed notes); None: under
+    # data_dir. Created on first start if absent. A note at most every N events or T s.
+    log_note_key_file: Path | None = None
+    log_note_every_events: int = 1000
+    log_note_every_s: float = 10.0
     url: str = "http://127.0.0.1:8000"
     # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
     log_level: str = "INFO"
@@ -144,6 +149,10 @@ class Settings:
         # Read models live in their own file so projection writes never hold the
         # event log's single SQLite write lock against the ingest path.
         return self.data_dir / "readmodels.sqlite"
+
+    @property
+    def note_key_path(self) -> Path:
+        return self.log_note_key_file or self.data_dir / "log-note.key"
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with some fields changed."""
@@ -262,6 +271,11 @@ class Settings:
             self_update_sandbox=SANDBOX_ALIASES.get(sandbox, sandbox),
             self_update_forward=get.ports("TACHOGRAPH_SELF_UPDATE_FORWARD"),
             log_signing_key=get.text("TACHOGRAPH_LOG_SIGNING_KEY"),
+            log_note_key_file=_path_or_none(get.text("TACHOGRAPH_LOG_NOTE_KEY_FILE")),
+            log_note_every_events=int(
+                get.number("TACHOGRAPH_LOG_NOTE_EVERY_EVENTS", 1000, 1, 1_000_000, int)
+            ),
+            log_note_every_s=get.number("TACHOGRAPH_LOG_NOTE_EVERY_S", 10, 0.1, 86400, float),
             url=get.http_url("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
             log_level=get.choice(
                 "TACHOGRAPH_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
@@ -444,3 +458,7 @@ class _Reader:
             # their environment once it is read (infra/secret_env.py).
             password=unquote(parts.password or "") or self.env.get("PGPASSWORD", ""),
         )
+
+
+def _path_or_none(text: str | None) -> Path | None:
+    return Path(text) if text else None

@@ -230,27 +230,31 @@ def all_checkpoints(store: ReadStore, upto: int | None = None) -> list[Checkpoin
     return [_checkpoint(r) for r in store.query(sql + " ORDER BY seq", params)]
 
 
-def recorded_links(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLink]:
-    """The live chain's links at or below a position, in log order, read in pages."""
+def rows_through(store: ReadStore, table: str, upto: int, batch: int) -> Iterator[dict[str, Any]]:
+    """A per-event table's rows at or below a position, in log order, read in pages."""
     after = 0
     while True:
         rows = store.query(
-            f"SELECT * FROM {LINKS_TABLE} WHERE position > ? AND position <= ? "
-            "ORDER BY position LIMIT ?",
+            f"SELECT * FROM {table} WHERE position > ? AND position <= ? ORDER BY position LIMIT ?",
             (after, upto, batch),
         )
-        for r in rows:
-            yield RecordedLink(
-                position=int(r["position"]),
-                seq=int(r["seq"]),
-                aggregate_id=str(r["aggregate_id"]),
-                version=int(r["version"]),
-                type=str(r["type"]),
-                link=str(r["link"]),
-            )
+        yield from rows
         if len(rows) < batch:
             return
         after = int(rows[-1]["position"])
+
+
+def recorded_links(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLink]:
+    """The live chain's links at or below a position, in log order, read in pages."""
+    for r in rows_through(store, LINKS_TABLE, upto, batch):
+        yield RecordedLink(
+            position=int(r["position"]),
+            seq=int(r["seq"]),
+            aggregate_id=str(r["aggregate_id"]),
+            version=int(r["version"]),
+            type=str(r["type"]),
+            link=str(r["link"]),
+        )
 
 
 def chained_seq(store: ReadStore, upto: int) -> int:

@@ -11,6 +11,7 @@ from projections.deliveries import DeliveriesProjection
 from projections.hook_audit import HookAuditProjection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import LogChainProjection
+from projections.log_tree import LogTreeProjection
 from projections.schedules import SchedulesProjection
 from projections.self_update_cycles import SelfUpdateCyclesProjection
 from projections.sessions import SessionsProjection
@@ -27,6 +28,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     TimelineProjection,
     ActivityProjection,
     LogChainProjection,
+    LogTreeProjection,
     TasksProjection,
     TaskActivityProjection,
     SchedulesProjection,

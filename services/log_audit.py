@@ -7,19 +7,31 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from domain.application import Tachograph
 from domain.log_chain import Checkpoint, signing_key_id
-from domain.log_verify import VerifyReport, verify_chain
+from domain.log_verify import FORGED_CHECKPOINT, ChainBreak, VerifyReport, verify_chain
+from domain.merkle import root_hash
+from domain.merkle_verify import MERKLE_MISMATCH, SignedRoot, TreeAudit, first_leaf_mismatch
+from domain.signed_note import CheckpointBody, NoteError, VerifierKey, open_note
 from infra.log_scan import count_events, log_head, scan_events, stored_position
 from infra.log_wire import checkpoint_from_wire, checkpoint_wire
+from infra.note_key import ed25519_check
 from projections.log_checkpoints import (
     all_checkpoints,
     chained_seq,
     recorded_links,
     recorded_position,
+)
+from projections.log_tree import (
+    live_tables,
+    read_nodes,
+    recorded_leaves,
+    signed_notes,
+    tree_size,
 )
 from projections.store import ReadStore
 
@@ -43,6 +55,7 @@ def verify_log(
     store: ReadStore,
     key: str | None,
     *,
+    note_key: VerifierKey | None = None,
     against: Sequence[Checkpoint] | None = None,
     progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
@@ -52,11 +65,13 @@ def verify_log(
     # then holds every checkpoint of that chain), then the head (which covers them all).
     chained = chained_seq(store, sys.maxsize) if against is None else 0
     checkpoints = all_checkpoints(store) if against is None else list(against)
+    roots, forged = _signed_roots(store, note_key)
+    tree = TreeAudit(roots, compare_at=tree_size(store))
     head = log_head(app)
     if on_total is not None:
         on_total(count_events(app, head))
-    return verify_chain(
-        scan_events(app, head),
+    report = verify_chain(
+        tree.scan(scan_events(app, head)),
         recorded_links(store, head),
         checkpoints,
         _Lookups(app, store),
@@ -65,6 +80,69 @@ def verify_log(
         chained_seq=chained,
         progress=progress,
     )
+    if tree.root_at_compare is not None:
+        try:
+            recorded = root_hash(tree.compare_at, partial(read_nodes, store, live_tables()))
+        except LookupError:
+            recorded = b""
+        if tree.read_model_differs(recorded):
+            # Only now read the recorded leaves, to name the first that differs.
+            report.chain_break = min(
+                (
+                    b
+                    for b in (
+                        report.chain_break,
+                        first_leaf_mismatch(scan_events(app, head), recorded_leaves(store, head))
+                        or ChainBreak(head, MERKLE_MISMATCH, "the tree's subtrees do not match"),
+                    )
+                    if b is not None
+                ),
+                key=lambda b: b.position,
+            )
+    _add_tree_audit(report, tree, forged, note_key)
+    return report
+
+
+def _signed_roots(
+    store: ReadStore, key: VerifierKey | None
+) -> tuple[list[SignedRoot], list[ChainBreak]]:
+    """The ledger's signed checkpoints whose signature holds, and breaks for the others."""
+    roots, forged = [], []
+    for size, position, note in signed_notes(store):
+        try:
+            text = open_note(note, key, ed25519_check) if key else note.split("\n\n")[0] + "\n"
+            body = CheckpointBody.parse(text)
+            if body.size != size:
+                raise NoteError(f"its text says size {body.size}")
+        except NoteError as exc:
+            message = f"the signed checkpoint of size {size} does not verify: {exc}"
+            forged.append(ChainBreak(position, FORGED_CHECKPOINT, message, seq=size))
+            continue
+        roots.append(SignedRoot(size, body.root, position))
+    return roots, forged
+
+
+def _add_tree_audit(
+    report: VerifyReport, tree: TreeAudit, forged: list[ChainBreak], key: VerifierKey | None
+) -> None:
+    """Fold the Merkle check into the report: the earliest break of either wins."""
+    report.merkle_leaves, report.signed_roots = tree.leaves, len(tree.roots) + len(forged)
+    report.signed_roots_checked = tree.roots_checked
+    complete = report.chain_break is None
+    found = [b for b in (report.chain_break, *forged) if b is not None]
+    problem = tree.tail_problem(report.head_position) if complete else tree.problem
+    if problem is not None:
+        found.append(problem)
+    report.chain_break = min(found, key=lambda b: b.position) if found else None
+    if key is None and report.signed_roots:
+        report.warnings.append(
+            "No log note key here: the signatures of signed checkpoints were not checked."
+        )
+    if tree.compare_at < tree.leaves:
+        report.warnings.append(
+            f"The Merkle tree covers {tree.compare_at} events so far (catching up); "
+            "later events were hashed but not compared with it."
+        )
 
 
 def checkpoints_document(store: ReadStore, key: str | None) -> dict[str, Any]:

@@ -181,9 +181,11 @@ def test_cli_verify_and_an_auditors_copy_catch_a_recomputed_history(
         assert caught.stdout.startswith("BROKEN at position 1500: edited.")
 
         recompute_chain_without_the_key(services)
-        fooled = run_cli(settings, "verify")
-        # The database alone now agrees with itself; only unsigned checkpoints betray it ...
-        assert fooled.returncode == 0 and "No checkpoint is signed" in fooled.stderr
+        rechained = run_cli(settings, "verify")
+        # The chain now agrees with itself; the Merkle tree recorded on arrival does not ...
+        assert rechained.returncode == 1, rechained.stdout
+        assert rechained.stdout.startswith("BROKEN at position 1500: merkle_mismatch.")
+        assert "No checkpoint is signed" in rechained.stderr
         # ... and the auditor's copy pins the break to its 1,000-event segment.
         audited = run_cli(settings, "verify", "--against", str(kept))
         assert audited.returncode == 1, audited.stdout

@@ -1,0 +1,100 @@
+"""`tachograph log key|prove` and `verify --bundle`: the Merkle proofs.
+
+`log key` reads the key file only; `log prove` reads the read models as they are (no
+catch-up: it appends nothing); `verify --bundle` touches no server and no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from cli.log_presence import add_data_dir_option
+from infra.settings import Settings
+
+
+def add_parser(sub: Any) -> None:
+    log = sub.add_parser("log", help="the log's note key and Merkle inclusion proofs")
+    log_sub = log.add_subparsers(dest="log_command", required=True)
+    key = log_sub.add_parser("key", help="print the note verifier key of signed checkpoints")
+    add_data_dir_option(key)
+    prove = log_sub.add_parser(
+        "prove", help="one event with its inclusion proof against the latest signed checkpoint"
+    )
+    prove.add_argument("position", type=int)
+    add_data_dir_option(prove)
+
+
+def cli_log(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    if args.log_command == "key":
+        return _key(settings, out)
+    return _prove(settings, args.position, out)
+
+
+def _key(settings: Settings, out: TextIO) -> int:
+    from infra.note_key import load_note_key
+
+    key = load_note_key(settings.note_key_path, create=False)
+    if key is None:
+        print(
+            f"tachograph log key: no note key at {settings.note_key_path} "
+            "(serve or worker creates it on first start)",
+            file=sys.stderr,
+        )
+        return 1
+    out.write(key.verifier_key + "\n")
+    return 0
+
+
+def _prove(settings: Settings, position: int, out: TextIO) -> int:
+    from cli.audit import open_stores
+    from domain.errors import DomainError
+    from infra.log_reader import event_record, read_events
+    from services.log_proofs import inclusion, latest_checkpoint
+
+    with open_stores(settings) as ctx:
+        checkpoint = latest_checkpoint(ctx.store)
+        if checkpoint is None:
+            print("tachograph log prove: no signed checkpoint yet", file=sys.stderr)
+            return 1
+        try:
+            proof = inclusion(ctx.store, position, checkpoint.size)
+        except DomainError as exc:
+            print(f"tachograph log prove: {exc}", file=sys.stderr)
+            return 1
+        notifications = read_events(ctx.app, position - 1, 1)
+        event = event_record(ctx.app, notifications[0])
+    from fastapi.encoders import jsonable_encoder
+
+    doc = {"event": jsonable_encoder(event), "proof": proof, "checkpoint": checkpoint.note}
+    out.write(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+def cli_verify_bundle(path: str, key: str | None, out: TextIO) -> int:
+    """`tachograph verify --bundle FILE --key KEY`: 0 verified, 1 failed, 2 unusable input."""
+    from services.log_bundle import BundleError, verify_bundle
+
+    if key is None:
+        print("tachograph verify: --bundle needs --key (the log's verifier key)", file=sys.stderr)
+        return 2
+    key_path = Path(key)
+    key_text = key_path.read_text(encoding="utf-8") if key_path.is_file() else key
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"tachograph verify: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = verify_bundle(text, key_text)
+    except BundleError as exc:
+        out.write(f"FAILED: {exc}\n")
+        return 1
+    out.write(
+        f"OK: {report.events} events included in the tree of size {report.tree_size} "
+        f"signed by {report.origin}\n"
+    )
+    return 0

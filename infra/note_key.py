@@ -1,0 +1,128 @@
+"""The log's Ed25519 note key: its file, signing checkpoints, checking note signatures.
+
+The file holds one line in the format of golang.org/x/mod/sumdb/note signer keys,
+`PRIVATE+KEY+<name>+<key hash>+<base64(0x01 || 32-byte seed)>`, so the standard tools can
+read it. The key's name is the log's origin: the first line of every checkpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from domain.signed_note import (
+    ED25519,
+    NoteError,
+    VerifierKey,
+    checkpoint_body,
+    decode_base64,
+    key_hash,
+    signed_note,
+    valid_name,
+    verifier_key,
+)
+from infra.settings import SettingsError
+
+_PREFIX = "PRIVATE+KEY+"
+
+
+def ed25519_check(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """Whether the signature is a valid Ed25519 signature of the message."""
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class NoteKey:
+    """An Ed25519 signer key with its name (the log's origin)."""
+
+    name: str
+    seed: bytes
+
+    @property
+    def public_key(self) -> bytes:
+        public = Ed25519PrivateKey.from_private_bytes(self.seed).public_key()
+        return public.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+    @property
+    def key_hash(self) -> int:
+        return key_hash(self.name, self.public_key)
+
+    @property
+    def verifier_key(self) -> str:
+        """The public note verifier key, `name+hash+base64key`."""
+        return verifier_key(self.name, self.public_key)
+
+    def verifier(self) -> VerifierKey:
+        return VerifierKey(self.name, self.key_hash, self.public_key)
+
+    def encode(self) -> str:
+        seed = base64.b64encode(bytes([ED25519]) + self.seed).decode()
+        return f"{_PREFIX}{self.name}+{self.key_hash:08x}+{seed}"
+
+    @classmethod
+    def parse(cls, text: str) -> NoteKey:
+        """Parse a signer key; NoteError naming what is wrong."""
+        parts = text.strip().removeprefix(_PREFIX).split("+", 2)
+        if not text.strip().startswith(_PREFIX) or len(parts) != 3 or not valid_name(parts[0]):
+            raise NoteError("signer key must be PRIVATE+KEY+name+hash+key")
+        raw = decode_base64(parts[2], "signer key")
+        if len(raw) != 33 or raw[0] != ED25519:
+            raise NoteError("signer key is not an Ed25519 key")
+        key = cls(parts[0], raw[1:])
+        if parts[1] != f"{key.key_hash:08x}":
+            raise NoteError("signer key hash does not match its name and key")
+        return key
+
+    def sign(self, text: str) -> str:
+        """The text as a signed note carrying this key's signature."""
+        signature = Ed25519PrivateKey.from_private_bytes(self.seed).sign(text.encode())
+        return signed_note(text, self.name, self.key_hash, signature)
+
+    def sign_checkpoint(self, size: int, root: bytes) -> str:
+        return self.sign(checkpoint_body(self.name, size, root))
+
+
+def load_note_key(path: Path, *, create: bool) -> NoteKey | None:
+    """The key in `path`; with `create`, a new one written there (mode 0600) if absent."""
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        if not create:
+            return None
+    key = NoteKey(f"tachograph.log/{secrets.token_hex(4)}", secrets.token_bytes(32))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole to a private temporary file, then linked into place: a process
+    # starting at the same moment reads either no file or a complete one, and the
+    # first link wins (link never replaces an existing file).
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".note-key-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(key.encode() + "\n")
+        os.link(temporary, path)
+    except FileExistsError:
+        return _read(path)
+    finally:
+        os.unlink(temporary)
+    return key
+
+
+def _read(path: Path) -> NoteKey:
+    """The key in an existing file; SettingsError naming the setting when it is unusable."""
+    try:
+        return NoteKey.parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, NoteError) as exc:
+        raise SettingsError(f"TACHOGRAPH_LOG_NOTE_KEY_FILE: cannot use {path}: {exc}") from None
