@@ -121,7 +121,7 @@ async def ingest_event(request: Request) -> Response:
 async def claude_hook(request: Request) -> Response:
     """Claude Code's native HTTP hook: its hook JSON in, its answer format out."""
     # The command hook's server side names the event it was registered for.
-    event = hook_header(request.headers.get("x-tachograph-event"))
+    event = _own_headers(request.scope).get("x-tachograph-event")
     return await _answer_runtime(request, CLAUDE, event)
 
 
@@ -164,16 +164,15 @@ async def _answer_runtime(request: Request, runtime: Runtime, event: str | None)
     its answer format out, through the one ingest path."""
     c = _collaborators(request)
     principal = principal_of(request.scope)
-    header = request.headers.get
+    own = _own_headers(request.scope)
     route = f"/hooks/{runtime.name}"
-    explicit = bound_session(principal, hook_header(header("x-tachograph-session-id")))
+    explicit = bound_session(principal, own.get("x-tachograph-session-id"))
     parsed = parse_runtime_body(runtime, await _body(request), explicit, event)
     if parsed is None:
         return json_answer({}, None)  # an event this runtime's adapter does not record
     session_id, ev = parsed
     workspace = (
-        bound_workspace(principal, hook_header(header("x-tachograph-workspace")), route)
-        or DEFAULT_WORKSPACE
+        bound_workspace(principal, own.get("x-tachograph-workspace"), route) or DEFAULT_WORKSPACE
     )
     await authorize_session_in_loop(principal, session_id, c.sessions, route)
     bind_log_context(session_id=session_id)
@@ -323,6 +322,16 @@ def claude_session_id(explicit: str | None, ev: LifecycleEvent) -> UUID:
             "session_id is missing: send it in the body or x-tachograph-session-id.",
         )
     return agent_session_uuid(f"{ev.agent}:{ev.agent_session_id}")
+
+
+def _own_headers(scope: Scope) -> dict[str, str | None]:
+    """The request's `x-tachograph-*` headers, read in one pass, as `hook_header` reads
+    each (blank is absent; the first of a repeated header counts)."""
+    own: dict[str, str | None] = {}
+    for name, value in scope["headers"]:
+        if name.startswith(b"x-tachograph-"):
+            own.setdefault(name.decode("latin-1"), hook_header(value.decode("latin-1")))
+    return own
 
 
 def hook_header(value: str | None) -> str | None:

@@ -7,6 +7,7 @@ once; nothing after the adapter knows which runtime or casing it came from.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -117,6 +118,8 @@ def check_event(event: LifecycleEvent) -> LifecycleEvent:
     return event
 
 
+# Every hook of a session asks again: a hash and a UUID built per request are worth keeping.
+@functools.lru_cache(maxsize=4096)
 def agent_session_uuid(key: str) -> UUID:
     """UUIDv5 of "<agent>:<agentSessionId>" (or "coder:<chatId>") in the project namespace."""
     return uuid5(PROJECT_NAMESPACE, key)
