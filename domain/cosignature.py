@@ -64,8 +64,8 @@ def cosignature_line(name: str, public_key: bytes, timestamp: int, signature: by
     return signature_line(name, key_id, timestamp.to_bytes(8, "big") + signature)
 
 
-def cosignature_time(note: str, key: CosignerKey, check: SignatureCheck) -> int:
-    """The timestamp of a valid cosignature by `key` on the note; NoteError if there is none."""
+def verified_cosignature(note: str, key: CosignerKey, check: SignatureCheck) -> tuple[int, str]:
+    """The timestamp and line of a valid cosignature by `key` on the note; NoteError if none."""
     text, signatures = split_note(note)
     for signature in signatures:
         if (signature.name, signature.key_hash) != (key.name, key.key_hash):
@@ -74,9 +74,9 @@ def cosignature_time(note: str, key: CosignerKey, check: SignatureCheck) -> int:
             raise NoteError(f"cosignature by {key.name} is not 72 bytes")
         timestamp = int.from_bytes(signature.signature[:8], "big")
         message = cosigned_message(text, timestamp)
-        if check(key.public_key, message, signature.signature[8:]):
-            return timestamp
-        raise NoteError(f"invalid cosignature by {key.name}")
+        if not check(key.public_key, message, signature.signature[8:]):
+            raise NoteError(f"invalid cosignature by {key.name}")
+        return timestamp, signature_line(key.name, key.key_hash, signature.signature)
     raise NoteError(f"note carries no cosignature by {key.name}")
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from domain.cosignature import CosignerKey, cosignature_time
+from domain.cosignature import CosignerKey, verified_cosignature
 from domain.merkle import CompactRange, Node, consistency_proof, leaf_hash
 from domain.signed_note import NoteError
 from infra.note_key import NoteKey, ed25519_check
@@ -66,8 +66,8 @@ def request_body(old: int, proof: list[bytes], note: str) -> bytes:
 
 
 class WitnessProc(Proc):
-    def __init__(self, tmp: Path, key_file: Path, logs: list[str]) -> None:
-        self.port = free_port()
+    def __init__(self, tmp: Path, key_file: Path, logs: list[str], port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/add-checkpoint"
         args = ["witness", "--listen", f"127.0.0.1:{self.port}", "--key", str(key_file)]
         for log in logs:
@@ -120,7 +120,7 @@ def cosigned_at(answer: httpx.Response, note: str, witness_key: NoteKey) -> int:
     assert answer.status_code == 200, answer.text
     assert answer.text.startswith("\u2014 example.org/witness ")
     cosigner = CosignerKey.parse(witness_key.cosigner_verifier_key)
-    return cosignature_time(note + answer.text, cosigner, ed25519_check)
+    return verified_cosignature(note + answer.text, cosigner, ed25519_check)[0]
 
 
 def test_cosigns_a_growing_log_and_refuses_stale_sizes(
