@@ -45,3 +45,9 @@ def cosignature_lines(store: ReadStore, size: int) -> list[str]:
         f"SELECT line FROM {COSIGNATURES_TABLE} WHERE size = ? ORDER BY witness", (size,)
     )
     return [str(r["line"]) for r in rows]
+
+
+def all_cosignatures(store: ReadStore) -> list[tuple[int, str, str]]:
+    """Every recorded cosignature as (size, witness, line), oldest first."""
+    rows = store.query(f"SELECT size, witness, line FROM {COSIGNATURES_TABLE} ORDER BY size")
+    return [(int(r["size"]), str(r["witness"]), str(r["line"])) for r in rows]

@@ -47,6 +47,7 @@ def verify(app: AppDep, store: StoreDep, settings: SettingsDep, key: NoteKeyDep)
         store,
         settings.log_signing_key,
         note_key=key.verifier() if key else None,
+        witnesses=[peer.key for peer in settings.witnesses],
     )
     return verify_report_wire(report)
 
