@@ -70,6 +70,8 @@ def cli_witness(args: argparse.Namespace) -> int:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # A client that stops sending mid-request frees its thread after this long.
+        timeout = 30
 
         def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
             if self.path.rstrip("/") != "/add-checkpoint":
