@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
         "--state",
         type=Path,
         metavar="FILE",
-        help="the SQLite file of cosigned sizes (default: witness-state.sqlite beside --key)",
+        help="the SQLite file of cosigned sizes (default: --key's path ending .state.sqlite)",
     )
     witness.set_defaults(func=cli_witness)
 
@@ -65,7 +65,8 @@ def cli_witness(args: argparse.Namespace) -> int:
         print(f"tachograph witness: {exc}", file=sys.stderr)
         return 2
     assert key is not None  # created when absent
-    state = WitnessState(args.state or args.key.parent / "witness-state.sqlite")
+    # One state per key by default: two witnesses never share their cosigned sizes.
+    state = WitnessState(args.state or args.key.with_suffix(".state.sqlite"))
     witness = Witness(key, logs, state)
 
     class Handler(BaseHTTPRequestHandler):

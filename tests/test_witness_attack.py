@@ -33,9 +33,8 @@ def witnesses(tmp_path: Path, log_key: NoteKey) -> Iterator[list[WitnessProc]]:
     try:
         for name in ("a", "b"):
             key = NoteKey(f"example.org/witness-{name}", hashlib.sha256(name.encode()).digest())
-            # Each in its own directory: the state file defaults to one beside the key.
-            (tmp_path / name).mkdir()
-            key_file = tmp_path / name / "witness.key"
+            # Side by side: each key has its own state file.
+            key_file = tmp_path / f"witness-{name}.key"
             key_file.write_text(key.encode() + "\n")
             procs.append(WitnessProc(tmp_path, key_file, [f"{ORIGIN}={log_key.verifier_key}"]))
         yield procs
