@@ -52,6 +52,7 @@ from scheduler.tasks import TaskRuntime, build_task_runtime
 from services.approval_log import AppApprovals
 from services.credentials import CredentialCache
 from services.learned_context import LearnedContext
+from services.witness_submit import submit_to_witnesses
 
 log = logging.getLogger(__name__)
 _SESSION_WORKSPACES_KEPT = 10_000
@@ -247,6 +248,15 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
             IntervalTrigger(seconds=settings.log_note_every_s),
         ),
     ]
+    if settings.witnesses:
+        # Off the hot path: the latest checkpoint goes to the witnesses behind it.
+        jobs.append(
+            Job(
+                "log-witness",
+                partial(submit_to_witnesses, store, settings.witnesses),
+                IntervalTrigger(seconds=settings.log_note_every_s),
+            )
+        )
     keys = KeyService(app)
     tokens = AttemptTokens(keys, runner, on_change=credentials.refresh)
     tasks = build_task_runtime(

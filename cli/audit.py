@@ -106,6 +106,7 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
                 ctx.store,
                 settings.log_signing_key,
                 note_key=note_key.verifier() if note_key else None,
+                witnesses=[peer.key for peer in settings.witnesses],
                 against=anchors,
                 progress=lambda n: bar.advance(task, n),
                 on_total=lambda total: bar.update(task, total=total),
@@ -125,7 +126,8 @@ def cli_verify(settings: Settings, against: str | None, as_json: bool, out: Text
             f"{report.checkpoints_checked} {report.source} checkpoints matched "
             f"({report.signed} signed, {report.unsigned} unsigned); Merkle tree of "
             f"{report.merkle_leaves} leaves matched, {report.signed_roots_checked} of "
-            f"{report.signed_roots} signed checkpoints (Ed25519) matched\n"
+            f"{report.signed_roots} signed checkpoints (Ed25519) matched; "
+            f"assurance: {report.assurance_text}\n"
         )
     else:
         b = report.chain_break

@@ -452,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.keys import add_parser as add_keys_parser
     from cli.log_proofs import add_parser as add_log_parser
     from cli.log_proofs import cli_log
+    from cli.witness import add_parser as add_witness_parser
 
     add_keys_parser(sub)
     sub.choices["keys"].set_defaults(func=cmd_keys)
@@ -459,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["log"].set_defaults(
         func=lambda args: cli_log(_log_settings(args), args, sys.stdout)
     )
+    add_witness_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks beside same-run baselines")
     bench.add_argument("--store", choices=["sqlite", "postgres"])

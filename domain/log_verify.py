@@ -81,10 +81,22 @@ class VerifyReport:
     merkle_leaves: int = 0
     signed_roots: int = 0
     signed_roots_checked: int = 0
+    # How far an auditor may trust the checkpoints: `unsigned` (no note verified under
+    # the log's key), `signed` (the key alone vouches), `witnessed` (`cosigned_by` of the
+    # `witnesses` configured hold a valid cosignature on a verified checkpoint).
+    assurance: str = "unsigned"
+    witnesses: int = 0
+    cosigned_by: int = 0
 
     @property
     def ok(self) -> bool:
         return self.chain_break is None
+
+    @property
+    def assurance_text(self) -> str:
+        if self.assurance == "witnessed":
+            return f"witnessed by {self.cosigned_by} of {self.witnesses}"
+        return self.assurance
 
 
 def verify_chain(

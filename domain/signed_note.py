@@ -17,6 +17,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 ED25519 = 0x01
 _SIG_PREFIX = "\u2014 "  # em dash, space
@@ -35,9 +36,9 @@ def valid_name(name: str) -> bool:
     return bool(name) and "+" not in name and not any(c.isspace() for c in name)
 
 
-def key_hash(name: str, public_key: bytes) -> int:
-    """The signed-note key ID of an Ed25519 key, as an unsigned 32-bit integer."""
-    digest = hashlib.sha256(name.encode() + b"\n" + bytes([ED25519]) + public_key).digest()
+def key_hash(name: str, public_key: bytes, key_type: int = ED25519) -> int:
+    """The signed-note key ID of a key of `key_type`, as an unsigned 32-bit integer."""
+    digest = hashlib.sha256(name.encode() + b"\n" + bytes([key_type]) + public_key).digest()
     return int.from_bytes(digest[:4], "big")
 
 
@@ -52,21 +53,30 @@ class VerifierKey:
     key_hash: int
     public_key: bytes
 
+    # The signature type byte of the encoded key, and how errors name the key.
+    KEY_TYPE: ClassVar[int] = ED25519
+    WHAT: ClassVar[tuple[str, str]] = ("verifier key", "an Ed25519 key")
+
     @classmethod
-    def parse(cls, text: str) -> VerifierKey:
+    def parse(cls, text: str) -> Self:
         """Parse `name+hash+base64key`; NoteError naming what is wrong."""
-        parts = text.strip().split("+", 2)
-        if len(parts) != 3 or not valid_name(parts[0]):
-            raise NoteError("verifier key must be name+hash+key")
-        name, hash_hex, encoded = parts
-        key = decode_base64(encoded, "verifier key")
-        if len(key) != 33 or key[0] != ED25519:
-            raise NoteError("verifier key is not an Ed25519 key")
-        if re.fullmatch(r"[0-9a-f]{8}", hash_hex) is None:
-            raise NoteError("verifier key hash must be 8 lowercase hex digits")
-        if int(hash_hex, 16) != key_hash(name, key[1:]):
-            raise NoteError("verifier key hash does not match its name and key")
-        return cls(name, int(hash_hex, 16), key[1:])
+        return cls(*parse_vkey(text, cls.KEY_TYPE, *cls.WHAT))
+
+
+def parse_vkey(text: str, key_type: int, what: str, kind: str) -> tuple[str, int, bytes]:
+    """Name, key ID and public key of `name+hash+base64(type||key)`; NoteError if bad."""
+    parts = text.strip().split("+", 2)
+    if len(parts) != 3 or not valid_name(parts[0]):
+        raise NoteError(f"{what} must be name+hash+key")
+    name, hash_hex, encoded = parts
+    key = decode_base64(encoded, what)
+    if len(key) != 33 or key[0] != key_type:
+        raise NoteError(f"{what} is not {kind}")
+    if re.fullmatch(r"[0-9a-f]{8}", hash_hex) is None:
+        raise NoteError(f"{what} hash must be 8 lowercase hex digits")
+    if int(hash_hex, 16) != key_hash(name, key[1:], key_type):
+        raise NoteError(f"{what} hash does not match its name and key")
+    return name, int(hash_hex, 16), key[1:]
 
 
 def decode_base64(text: str, what: str) -> bytes:

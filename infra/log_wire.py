@@ -76,6 +76,11 @@ def verify_report_wire(report: VerifyReport) -> dict[str, Any]:
             "signedCheckpoints": report.signed_roots,
             "checked": report.signed_roots_checked,
         },
+        "assurance": {
+            "level": report.assurance,
+            "cosignedBy": report.cosigned_by,
+            "witnesses": report.witnesses,
+        },
         "break": chain_break_wire(report.chain_break) if report.chain_break else None,
         "warnings": report.warnings,
     }

@@ -18,6 +18,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from domain.cosignature import cosignature_line, cosigned_message, cosigner_verifier_key
 from domain.signed_note import (
     ED25519,
     NoteError,
@@ -93,15 +94,35 @@ class NoteKey:
     def sign_checkpoint(self, size: int, root: bytes) -> str:
         return self.sign(checkpoint_body(self.name, size, root))
 
+    @property
+    def cosigner_verifier_key(self) -> str:
+        """This key as a witness's cosignature/v1 verifier key (type 0x04)."""
+        return cosigner_verifier_key(self.name, self.public_key)
 
-def load_note_key(path: Path, *, create: bool) -> NoteKey | None:
-    """The key in `path`; with `create`, a new one written there (mode 0600) if absent."""
+    def cosign(self, note_text: str, timestamp: int) -> str:
+        """A C2SP cosignature/v1 signature line on a checkpoint's note text."""
+        private = Ed25519PrivateKey.from_private_bytes(self.seed)
+        signature = private.sign(cosigned_message(note_text, timestamp))
+        return cosignature_line(self.name, self.public_key, timestamp, signature)
+
+
+def load_note_key(
+    path: Path,
+    *,
+    create: bool,
+    kind: str = "tachograph.log",
+    setting: str = "TACHOGRAPH_LOG_NOTE_KEY_FILE",
+) -> NoteKey | None:
+    """The key in `path`; with `create`, a new one written there (mode 0600) if absent.
+
+    `kind` starts a new key's name; `setting` is what an unusable file is reported as.
+    """
     try:
-        return _read(path)
+        return _read(path, setting)
     except FileNotFoundError:
         if not create:
             return None
-    key = NoteKey(f"tachograph.log/{secrets.token_hex(4)}", secrets.token_bytes(32))
+    key = NoteKey(f"{kind}/{secrets.token_hex(4)}", secrets.token_bytes(32))
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole to a private temporary file, then linked into place: a process
     # starting at the same moment reads either no file or a complete one, and the
@@ -112,17 +133,17 @@ def load_note_key(path: Path, *, create: bool) -> NoteKey | None:
             out.write(key.encode() + "\n")
         os.link(temporary, path)
     except FileExistsError:
-        return _read(path)
+        return _read(path, setting)
     finally:
         os.unlink(temporary)
     return key
 
 
-def _read(path: Path) -> NoteKey:
+def _read(path: Path, setting: str) -> NoteKey:
     """The key in an existing file; SettingsError naming the setting when it is unusable."""
     try:
         return NoteKey.parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError, NoteError) as exc:
-        raise SettingsError(f"TACHOGRAPH_LOG_NOTE_KEY_FILE: cannot use {path}: {exc}") from None
+        raise SettingsError(f"{setting}: cannot use {path}: {exc}") from None

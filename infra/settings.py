@@ -22,6 +22,7 @@ from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 from infra.hook_config_parser import HookConfigError, check_outbound_url, parse_hook_config
 from infra.reflector import ReflectorConfigError, parse_reflector_config
 from infra.self_update_git import DEFAULT_LIMIT_BYTES as INSPECT_LIMIT_BYTES
+from infra.witness_peers import WitnessPeer, parse_witnesses
 
 SANDBOX_MODES = ("auto", "strict", "netns", "none")
 SANDBOX_ALIASES = {"netns": "strict"}  # its name before the jail was more than a network
@@ -115,6 +116,8 @@ class Settings:
     log_note_key_file: Path | None = None
     log_note_every_events: int = 1000
     log_note_every_s: float = 10.0
+    # Witnesses asked to cosign each new signed checkpoint (TACHOGRAPH_WITNESSES).
+    witnesses: tuple[WitnessPeer, ...] = ()
     url: str = "http://127.0.0.1:8000"
     # Log level of the JSON logs, and one line per HTTP request (route template, status, ms).
     log_level: str = "INFO"
@@ -276,6 +279,7 @@ class Settings:
                 get.number("TACHOGRAPH_LOG_NOTE_EVERY_EVENTS", 1000, 1, 1_000_000, int)
             ),
             log_note_every_s=get.number("TACHOGRAPH_LOG_NOTE_EVERY_S", 10, 0.1, 86400, float),
+            witnesses=get.witnesses("TACHOGRAPH_WITNESSES"),
             url=get.http_url("TACHOGRAPH_URL") or "http://127.0.0.1:8000",
             log_level=get.choice(
                 "TACHOGRAPH_LOG_LEVEL", ("debug", "info", "warning", "error"), "info"
@@ -334,6 +338,12 @@ class _Reader:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SettingsError(f"{name}: expected an http:// or https:// URL, got {raw!r}")
         return raw
+
+    def witnesses(self, name: str) -> tuple[WitnessPeer, ...]:
+        try:
+            return parse_witnesses(self.text(name) or "")
+        except ValueError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
 
     def ports(self, name: str) -> tuple[int, ...]:
         ports = []

@@ -12,8 +12,8 @@ row per signed tree size, the C2SP checkpoint signed with the log's Ed25519 note
 live projection signs at the end of a batch once `every_events` leaves were added since
 the last note, or `every_seconds` passed with leaves unsigned; `sign_head` signs a quiet
 tail (a periodic job and shutdown). One row per size: a second replica's note of the same
-size is dropped, never replacing the first. Cosignatures of witnesses will be kept beside
-it, keyed by size.
+size is dropped, never replacing the first. Cosignatures of witnesses are kept beside it
+(projections/log_cosignatures.py), keyed by size.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from domain.merkle import CompactRange, Node, event_leaf, leaf_hash, range_nodes
 from domain.merkle_verify import RecordedLeaf
 from projections.base import Envelope, Projection
 from projections.log_checkpoints import rows_through
+from projections.log_cosignatures import COSIGNATURES_DDL
 from projections.store import Cursor, ReadStore
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,9 @@ class LogTreeProjection(Projection):
             "CREATE TABLE IF NOT EXISTS {t} (idx BIGINT PRIMARY KEY, "
             "position BIGINT NOT NULL, hash TEXT NOT NULL)",
             "CREATE UNIQUE INDEX IF NOT EXISTS {t}_position ON {t} (position)",
-            # The ledger sits beside the tree but is none of its tables (never rebuilt).
+            # The ledgers sit beside the tree but are none of its tables (never rebuilt).
             _NOTES_DDL,
+            COSIGNATURES_DDL,
         ],
         "log_nodes": [
             "CREATE TABLE IF NOT EXISTS {t} (level INTEGER NOT NULL, idx BIGINT NOT NULL, "

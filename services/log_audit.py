@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.application import Tachograph
+from domain.cosignature import CosignerKey, verified_cosignature
 from domain.log_chain import Checkpoint, signing_key_id
 from domain.log_verify import FORGED_CHECKPOINT, ChainBreak, VerifyReport, verify_chain
 from domain.merkle import root_hash
@@ -26,6 +27,7 @@ from projections.log_checkpoints import (
     recorded_links,
     recorded_position,
 )
+from projections.log_cosignatures import all_cosignatures
 from projections.log_tree import (
     live_tables,
     read_nodes,
@@ -56,6 +58,7 @@ def verify_log(
     key: str | None,
     *,
     note_key: VerifierKey | None = None,
+    witnesses: Sequence[CosignerKey] = (),
     against: Sequence[Checkpoint] | None = None,
     progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
@@ -100,7 +103,36 @@ def verify_log(
                 key=lambda b: b.position,
             )
     _add_tree_audit(report, tree, forged, note_key)
+    _add_assurance(report, store, tree.roots if note_key else [], witnesses)
     return report
+
+
+def _add_assurance(
+    report: VerifyReport,
+    store: ReadStore,
+    verified: Sequence[SignedRoot],
+    witnesses: Sequence[CosignerKey],
+) -> None:
+    """Which configured witnesses validly cosigned a checkpoint whose signature held."""
+    report.witnesses = len(witnesses)
+    report.assurance = "signed" if verified else "unsigned"
+    notes = {size: note for size, _, note in signed_notes(store)}
+    sizes = {root.size for root in verified}
+    keys = {key.name: key for key in witnesses}
+    cosigned: set[str] = set()
+    for size, name, line in all_cosignatures(store):
+        key = keys.get(name)
+        if key is None or size not in sizes or name in cosigned:
+            continue
+        try:
+            verified_cosignature(notes[size] + line, key, ed25519_check)
+        except NoteError as exc:
+            report.warnings.append(f"The cosignature of size {size} does not verify: {exc}")
+            continue
+        cosigned.add(name)
+    report.cosigned_by = len(cosigned)
+    if cosigned:
+        report.assurance = "witnessed"
 
 
 def _signed_roots(

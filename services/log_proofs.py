@@ -14,6 +14,7 @@ from typing import Any
 
 from domain.errors import NotFound, RuleViolation
 from domain.merkle import consistency_proof, inclusion_proof
+from projections.log_cosignatures import cosignature_lines
 from projections.log_tree import LEAVES_TABLE, NOTES_TABLE, live_tables, read_nodes
 from projections.store import ReadStore
 
@@ -39,6 +40,11 @@ def _checkpoint(row: dict[str, Any]) -> SignedCheckpoint:
 def latest_checkpoint(store: ReadStore) -> SignedCheckpoint | None:
     row = store.query_one(f"SELECT * FROM {NOTES_TABLE} ORDER BY size DESC LIMIT 1")
     return None if row is None else _checkpoint(row)
+
+
+def cosigned_note(store: ReadStore, checkpoint: SignedCheckpoint) -> str:
+    """The checkpoint's signed note with every witness cosignature recorded for its size."""
+    return checkpoint.note + "".join(cosignature_lines(store, checkpoint.size))
 
 
 def signed_checkpoint(store: ReadStore, size: int, field: str) -> SignedCheckpoint:

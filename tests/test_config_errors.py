@@ -59,6 +59,9 @@ BAD_VALUES: list[tuple[str, str, dict[str, str]]] = [
     ("TACHOGRAPH_SERVE_CPU", "fast", {}),
     ("TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", "0", {}),
     ("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", "forever", {}),
+    ("TACHOGRAPH_LOG_NOTE_EVERY_EVENTS", "0", {}),
+    ("TACHOGRAPH_LOG_NOTE_EVERY_S", "never", {}),
+    ("TACHOGRAPH_WITNESSES", "https://witness.example=w.example+00000000+AAAA", {}),
 ]
 
 # Variables whose every value is one: names, paths, keys and lists of names.
@@ -67,6 +70,7 @@ ANY_TEXT = {
     "TACHOGRAPH_WORKSPACE_ROOT",
     "TACHOGRAPH_API_KEY",
     "TACHOGRAPH_LOG_SIGNING_KEY",
+    "TACHOGRAPH_LOG_NOTE_KEY_FILE",
     "TACHOGRAPH_CODER_HOOK_ISSUER",
     "TACHOGRAPH_REDACTED_TOOLS",
     "TACHOGRAPH_HOOK_ALLOWED_HOSTS",

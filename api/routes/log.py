@@ -14,7 +14,7 @@ from domain.log_chain import CHECKPOINT_INTERVAL, signing_key_id
 from infra.log_wire import checkpoint_wire, verify_report_wire
 from projections.log_checkpoints import list_checkpoints
 from services.log_audit import verify_log
-from services.log_proofs import consistency, inclusion, latest_checkpoint
+from services.log_proofs import consistency, cosigned_note, inclusion, latest_checkpoint
 
 router = APIRouter(prefix="/api/log", tags=["auditors"], route_class=StrictJSONRoute)
 
@@ -47,6 +47,7 @@ def verify(app: AppDep, store: StoreDep, settings: SettingsDep, key: NoteKeyDep)
         store,
         settings.log_signing_key,
         note_key=key.verifier() if key else None,
+        witnesses=[peer.key for peer in settings.witnesses],
     )
     return verify_report_wire(report)
 
@@ -61,11 +62,12 @@ def note_key(key: NoteKeyDep) -> str:
 
 @router.get("/checkpoint", response_class=PlainTextResponse)
 def checkpoint(store: StoreDep, _: Consistent) -> str:
-    """The latest signed checkpoint: a C2SP tlog-checkpoint as a signed note."""
+    """The latest signed checkpoint: a C2SP tlog-checkpoint as a signed note, with the
+    cosignatures of the witnesses that cosigned it so far."""
     latest = latest_checkpoint(store)
     if latest is None:
         raise NotFound("no signed checkpoint yet")
-    return latest.note
+    return cosigned_note(store, latest)
 
 
 @router.get("/proof/inclusion")
