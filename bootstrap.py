@@ -174,6 +174,9 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
     install_process_hooks()
     if not reading:
         settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        # Before anything is read or created in it (the log's note key is): a data
+        # directory that is a file is then named as such (cli/startup_errors.py).
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
     projections = all_projections()
     attach_signing_key(projections, settings.log_signing_key)
     note_key = load_note_key(settings.note_key_path, create=not reading)
