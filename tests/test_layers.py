@@ -64,6 +64,7 @@ HOOK_CLIENT_MODULES = {
     "ingest.runtimes.codex",
     "ingest.runtimes.copilot_cli",
     "ingest.runtimes.gemini_cli",
+    "ingest.runtimes.qwen_code",
     "ingest.runtimes.patches",
     "ingest.runtimes.runtimes",
     "domain.casing",
