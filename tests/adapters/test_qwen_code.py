@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from cli.main import main as cli_main
 from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
 from hook_client.command import FAIL_CLOSED_REASON, run_command_hook
 from infra.settings import Settings
-from ingest.runtimes.qwen_code import AGENT, decision_to_qwen, qwen_payload_to_event
+from ingest.runtimes.qwen_code import (
+    AGENT,
+    NORMALISED_EVENTS,
+    decision_to_qwen,
+    qwen_payload_to_event,
+)
 from ingest.runtimes.runtimes import RUNTIMES, runtime_for
 from tests.adapters.event_fields import wire_fields
 
@@ -245,3 +252,57 @@ def test_the_command_hook_fails_closed_in_qwen_format(tmp_path: Path) -> None:
         {"permissionDecision": "deny", "permissionDecisionReason": FAIL_CLOSED_REASON}
     )
     assert relay("06-PostToolUse.json", "PostToolUse") == ""
+
+
+# --- hook install / uninstall qwen ------------------------------------------------------
+
+URL = "http://127.0.0.1:9"
+USER_SETTINGS: dict[str, Any] = {
+    "model": {"name": "mock-model"},
+    "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "./g"}]}]},
+}
+
+
+def own_handlers(home: Path) -> dict[str, list[dict[str, Any]]]:
+    settings = json.loads((home / ".qwen" / "settings.json").read_text())
+    return {
+        event: [h for g in groups for h in g["hooks"] if "command.py qwen " in h["command"]]
+        for event, groups in settings["hooks"].items()
+    }
+
+
+def test_the_cli_installs_beside_the_users_hooks_and_uninstalls_only_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / ".qwen" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(USER_SETTINGS))
+    install = ["hook", "install", "qwen", str(tmp_path), "--url", URL, "--fail-closed"]
+    assert cli_main(install) == 0
+    assert cli_main(install) == 0  # twice: never duplicated
+    handlers = own_handlers(tmp_path)
+    assert set(handlers) == {
+        *NORMALISED_EVENTS,
+        "PermissionRequest",
+        "PermissionDenied",
+        "PostToolBatch",
+    }
+    assert all(len(h) == 1 for h in handlers.values())
+    [pre] = handlers["PreToolUse"]
+    words = shlex.split(pre["command"])
+    assert words[0] == f"TACHOGRAPH_URL={URL}" and words[1].startswith("TACHOGRAPH_HOOK_TIMEOUT_S=")
+    assert Path(words[2]).is_absolute() and words[3] == "-S"  # this installation's Python
+    assert words[5:] == ["qwen", "PreToolUse", "--fail-closed"]
+    # A held call waits as long as the longest hold: the runtime's timeout is milliseconds.
+    client_wait_s = int(words[1].split("=")[1])
+    assert pre["timeout"] > client_wait_s * 1000
+    [post] = handlers["PostToolUse"]
+    assert shlex.split(post["command"])[-2:] == ["qwen", "PostToolUse"]  # not a gate
+    assert post["timeout"] == 30_000
+    settings = json.loads(path.read_text())
+    assert settings["model"] == USER_SETTINGS["model"]
+    assert settings["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
+    assert cli_main(["hook", "install", "qwen", str(tmp_path), "--http"]) == 1
+    assert "command hooks only" in capsys.readouterr().err
+    assert cli_main(["hook", "uninstall", "qwen", str(tmp_path)]) == 0
+    assert json.loads(path.read_text()) == USER_SETTINGS
