@@ -213,6 +213,15 @@ def files_in(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+def write_run_report(
+    work: Path, report: dict[str, Any], managed: ManagedHooks, project: Path, url: str
+) -> None:
+    """WORK/report.json of a run: the CLI's report, the project's files, the policy's
+    calls and the server URL the hooks were pinned to."""
+    report.update(files=files_in(project), policy_calls=managed.policy_inputs(), serve_url=url)
+    write_report(work, report)
+
+
 def write_report(work: Path, report: Mapping[str, Any]) -> None:
     """WORK/report.json, with the network namespace it was made in."""
     namespaced = {"netns": os.readlink("/proc/self/ns/net"), **report}
