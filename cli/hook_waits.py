@@ -44,6 +44,7 @@ HELD_EVENTS: Final[Mapping[str, frozenset[str]]] = {
     "codex": frozenset({"PreToolUse", "PermissionRequest"}),
     "gemini": frozenset({"BeforeTool"}),
     "qwen": frozenset({"PreToolUse", "PermissionRequest"}),
+    "droid": frozenset({"PreToolUse"}),
     "copilot": frozenset({"preToolUse", "PreToolUse", "permissionRequest", "PermissionRequest"}),
 }
 # The runtimes whose hook timeouts count milliseconds (Qwen Code is a Gemini CLI fork).
@@ -56,6 +57,7 @@ _RUNTIME_DEFAULT_S: Final[Mapping[str, tuple[float, float]]] = {
     "codex": (60.0, 60.0),
     "gemini": (60.0, 60.0),
     "qwen": (60.0, 60.0),
+    "droid": (60.0, 60.0),
     "copilot": (30.0, 30.0),
 }
 _CLIENT_WAIT: Final = re.compile(r"(?:^|\s)TACHOGRAPH_HOOK_TIMEOUT_S=(['\"]?)([0-9.]+)\1(?:\s|$)")
@@ -137,6 +139,7 @@ def _hook_files(directory: Path) -> Iterator[tuple[str, Path, Any]]:
         ("codex", directory / ".codex" / "hooks.json"),
         ("gemini", directory / ".gemini" / "settings.json"),
         ("qwen", directory / ".qwen" / "settings.json"),
+        ("droid", directory / ".factory" / "settings.json"),
     ]
     copilot = directory / ".copilot" / "hooks"
     if copilot.is_dir():

@@ -2,7 +2,8 @@
 
 Each runtime reads its hooks from its own file (tests/fixtures/SOURCES.md): Codex from
 `$CODEX_HOME/hooks.json` (`<dir>/.codex/hooks.json` for a home `<dir>`), Gemini CLI from
-`.gemini/settings.json` of a home or a project, Qwen Code from `.qwen/settings.json`.
+`.gemini/settings.json` of a home or a project, Qwen Code from `.qwen/settings.json`,
+Factory Droid from `.factory/settings.json`.
 Tachograph's entries are merged beside the user's, one per event, replacing its own from
 an earlier install; `uninstall` removes exactly those. Each entry pins the server URL and
 the `tachograph` executable by absolute path, so it reaches the same server whatever
@@ -24,6 +25,7 @@ from typing import Any, Final
 
 import hook_client.command
 import ingest.runtimes.codex as codex
+import ingest.runtimes.factory_droid as factory_droid
 import ingest.runtimes.gemini_cli as gemini_cli
 import ingest.runtimes.qwen_code as qwen_code
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
@@ -292,5 +294,15 @@ QWEN: Final = NestedHookFile(
     gate_events=qwen_code.FAIL_CLOSED_EVENTS,
     timeout=("timeout", 30_000),  # milliseconds
 )
+# Factory Droid reads `hooks` beside its `customModels` in one settings file.
+DROID: Final = NestedHookFile(
+    runtime="droid",
+    relative_path=Path(".factory") / "settings.json",
+    events=factory_droid.NORMALISED_EVENTS,
+    gate_events=factory_droid.FAIL_CLOSED_EVENTS,
+    timeout=("timeout", 30),
+)
 
-NESTED: Final[dict[str, NestedHookFile]] = {spec.runtime: spec for spec in (CODEX, GEMINI, QWEN)}
+NESTED: Final[dict[str, NestedHookFile]] = {
+    spec.runtime: spec for spec in (CODEX, GEMINI, QWEN, DROID)
+}

@@ -65,6 +65,8 @@ HOOK_CLIENT_MODULES = {
     "ingest.runtimes.copilot_cli",
     "ingest.runtimes.gemini_cli",
     "ingest.runtimes.qwen_code",
+    "ingest.runtimes.factory_droid",
+    "ingest.runtimes.claude_shaped",
     "ingest.runtimes.patches",
     "ingest.runtimes.runtimes",
     "domain.casing",

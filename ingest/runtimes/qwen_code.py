@@ -42,7 +42,6 @@ from domain.lifecycle_events import (
     USER_PROMPT_SUBMIT,
 )
 from ingest.runtimes.claude_code import (
-    DENY_REASON,
     MAPPED_FIELDS,
     HookPayloadError,
     decision_to_claude,
@@ -50,6 +49,7 @@ from ingest.runtimes.claude_code import (
     split_fields,
     tool_event_id,
 )
+from ingest.runtimes.claude_shaped import place_context, rename_tool
 
 AGENT: Final = "qwen-code"
 
@@ -103,10 +103,7 @@ def qwen_payload_to_event(payload: object, event: str | None = None) -> Lifecycl
         return None
     body = {k: v for k, v in payload.items() if k != "hook_event_name"}
     mapped, detail = split_fields(body, _MAPPED_FIELDS)
-    native_tool = mapped.get("tool_name")
-    if isinstance(native_tool, str) and native_tool in TOOL_NAMES:
-        mapped["tool_name"] = TOOL_NAMES[native_tool]
-        detail["nativeToolName"] = native_tool
+    rename_tool(mapped, detail, TOOL_NAMES)
     # As for Claude Code: only a tool event is named uniquely.
     event_id = tool_event_id(AGENT, name, mapped, TOOL_EVENTS)
     return LifecycleEvent(name, event_id=event_id, agent=AGENT, detail=detail, **mapped)
@@ -135,7 +132,7 @@ def decision_to_qwen(event: str, decision: Decision) -> tuple[dict[str, Any], st
         answer, note = decision_to_claude(event, bare)
         if note:
             notes.append(note)
-    _add_context(event, answer, context, notes)
+    place_context(event, answer, context, notes, reads_context=_CONTEXT_EVENTS, runtime="Qwen Code")
     return answer, "; ".join(notes) or None
 
 
@@ -150,21 +147,3 @@ def _unapplied_rewrite(reason: object, replacement: object) -> dict[str, Any]:
         f"Code cannot apply, so it was blocked. Replacement input:\n{text}",
     }
     return {"hookSpecificOutput": output}
-
-
-def _add_context(event: str, answer: dict[str, Any], context: str | None, notes: list[str]) -> None:
-    """Place additionalContext where Qwen Code reads it, or record that it was dropped."""
-    if not context:
-        return
-    output = answer.get("hookSpecificOutput")
-    if event in _CONTEXT_EVENTS:
-        answer.setdefault("hookSpecificOutput", {"hookEventName": event})
-        answer["hookSpecificOutput"]["additionalContext"] = context
-    elif answer.get("decision") == "block":
-        answer["reason"] = f"{answer['reason']}\n\n{context}"
-    elif isinstance(output, dict) and output.get("permissionDecision") == "deny":
-        # The deny reason is the tool result the model reads: the context goes with it.
-        reason = output.get("permissionDecisionReason") or DENY_REASON
-        output["permissionDecisionReason"] = f"{reason}\n\n{context}"
-    else:
-        notes.append(f"additionalContext dropped: Qwen Code does not read it on {event}")

@@ -15,6 +15,7 @@ from typing import Any, Final
 import ingest.runtimes.claude_code as claude_code
 import ingest.runtimes.codex as codex
 import ingest.runtimes.copilot_cli as copilot_cli
+import ingest.runtimes.factory_droid as factory_droid
 import ingest.runtimes.gemini_cli as gemini_cli
 import ingest.runtimes.qwen_code as qwen_code
 from domain.hook_dispatch import Decision
@@ -92,8 +93,18 @@ QWEN: Final = Runtime(
     gate_events=qwen_code.FAIL_CLOSED_EVENTS,
     normalised_events=qwen_code.NORMALISED_EVENTS,
 )
+DROID: Final = Runtime(
+    name="droid",
+    agent=factory_droid.AGENT,
+    to_event=factory_droid.droid_payload_to_event,
+    render=factory_droid.decision_to_droid,
+    gate_events=factory_droid.FAIL_CLOSED_EVENTS,
+    normalised_events=factory_droid.NORMALISED_EVENTS,
+)
 
-RUNTIMES: Final[dict[str, Runtime]] = {r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN)}
+RUNTIMES: Final[dict[str, Runtime]] = {
+    r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN, DROID)
+}
 
 
 def runtime_for(name: str, *, gemini_model_events: str = gemini_cli.MODEL_EVENTS_DROP) -> Runtime:
