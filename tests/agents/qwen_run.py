@@ -13,7 +13,6 @@ handler's calls and which files the commands made.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -25,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.agents import harness  # noqa: E402
 from tests.agents import openai_chat_standin as standin  # noqa: E402
 from tests.agents.gemini_run import POLICY, PROMPT, responder  # noqa: E402
-from tests.support import free_port  # noqa: E402
 
 SESSION_CONTEXT = "tachograph-session-context-7d21: builds run in the ci/ folder"
 PROMPT_CONTEXT = "tachograph-prompt-context-4f08: the release branch is frozen"
@@ -40,24 +38,15 @@ USER_SETTINGS: dict[str, Any] = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--qwen", required=True)
-    parser.add_argument("--server-down", action="store_true")
-    parser.add_argument("--fail-closed", action="store_true")
-    args = parser.parse_args()
+    args, home, project = harness.driver_args("qwen")
     work: Path = args.work
-    home, project = work / "home", work / "project"
-    project.mkdir(parents=True, exist_ok=True)
     settings_file = home / ".qwen" / "settings.json"
     settings_file.parent.mkdir(parents=True, exist_ok=True)
     settings_file.write_text(json.dumps(USER_SETTINGS))
     contexts = {"SessionStart": SESSION_CONTEXT, "UserPromptSubmit": PROMPT_CONTEXT}
     # Tachograph records the shell under Claude Code's name: the rule matches `Bash`.
     managed = harness.ManagedHooks(POLICY, matcher=["Bash"], contexts=contexts)
-    serve = None if args.server_down else harness.start_serve(work, managed)
-    url = serve.url if serve else f"http://127.0.0.1:{free_port()}"
-    try:
+    with harness.serving(work, managed, down=args.server_down) as url:
         harness.install_hooks("qwen", home, url, *(["--fail-closed"] if args.fail_closed else []))
         with standin.ChatStandIn(responder(project, standin.conversation_turn)) as api:
             env = harness.agent_env(
@@ -69,13 +58,7 @@ def main() -> int:
             )
             argv = [args.qwen, "--auth-type", "openai", "--approval-mode", "yolo"]
             argv += ["--output-format", "stream-json", PROMPT]
-            report = harness.run_agent(argv, env=env, cwd=project, timeout=120)
-            requests = [json.dumps(r.body) for r in api.agent_requests()]
-            report.update(model_requests=requests, standin_errors=list(api.errors))
-    finally:
-        if serve is not None:
-            harness.stop_serve(serve)
-        managed.close()
+            report = harness.run_against(api, argv, env=env, cwd=project)
     harness.write_run_report(work, report, managed, project, url)
     return 0
 
