@@ -43,8 +43,12 @@ HELD_EVENTS: Final[Mapping[str, frozenset[str]]] = {
     "claude": frozenset({"PreToolUse", "PermissionRequest"}),
     "codex": frozenset({"PreToolUse", "PermissionRequest"}),
     "gemini": frozenset({"BeforeTool"}),
+    "qwen": frozenset({"PreToolUse", "PermissionRequest"}),
+    "droid": frozenset({"PreToolUse"}),
     "copilot": frozenset({"preToolUse", "PreToolUse", "permissionRequest", "PermissionRequest"}),
 }
+# The runtimes whose hook timeouts count milliseconds (Qwen Code is a Gemini CLI fork).
+MILLISECOND_RUNTIMES: Final = frozenset({"gemini", "qwen"})
 # The runtime's timeout when an entry sets none, in seconds (command, http). Claude
 # Code's command default is documented (600 s); the rest are taken low, so a hook whose
 # wait is not written down is reported rather than trusted.
@@ -52,6 +56,8 @@ _RUNTIME_DEFAULT_S: Final[Mapping[str, tuple[float, float]]] = {
     "claude": (600.0, 30.0),
     "codex": (60.0, 60.0),
     "gemini": (60.0, 60.0),
+    "qwen": (60.0, 60.0),
+    "droid": (60.0, 60.0),
     "copilot": (30.0, 30.0),
 }
 _CLIENT_WAIT: Final = re.compile(r"(?:^|\s)TACHOGRAPH_HOOK_TIMEOUT_S=(['\"]?)([0-9.]+)\1(?:\s|$)")
@@ -132,6 +138,8 @@ def _hook_files(directory: Path) -> Iterator[tuple[str, Path, Any]]:
         ("claude", directory / ".claude" / "settings.json"),
         ("codex", directory / ".codex" / "hooks.json"),
         ("gemini", directory / ".gemini" / "settings.json"),
+        ("qwen", directory / ".qwen" / "settings.json"),
+        ("droid", directory / ".factory" / "settings.json"),
     ]
     copilot = directory / ".copilot" / "hooks"
     if copilot.is_dir():
@@ -188,7 +196,7 @@ def _runtime_timeout_s(runtime: str, kind: str, entry: dict[str, Any]) -> float:
     value = entry.get(key)
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
         return default
-    return float(value) / 1000 if runtime == "gemini" else float(value)
+    return float(value) / 1000 if runtime in MILLISECOND_RUNTIMES else float(value)
 
 
 def search_directories(workspace_root: Path, env: Mapping[str, str]) -> list[Path]:

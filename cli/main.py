@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # `tachograph hook <runtime>`: relayed by hook_client.command (ingest/runtimes/runtimes.py).
-COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot")
+COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot", "qwen", "droid")
 
 
 def _settings() -> Any:

@@ -2,11 +2,12 @@
 
 Each runtime reads its hooks from its own file (tests/fixtures/SOURCES.md): Codex from
 `$CODEX_HOME/hooks.json` (`<dir>/.codex/hooks.json` for a home `<dir>`), Gemini CLI from
-`.gemini/settings.json` of a home or a project. Tachograph's entries are merged beside the
-user's, one per event, replacing its own from an earlier install; `uninstall` removes
-exactly those. Each entry pins the server URL and the `tachograph` executable by absolute
-path, so it reaches the same server whatever environment the runtime gives its hooks
-(Gemini CLI passes a sanitised one).
+`.gemini/settings.json` of a home or a project, Qwen Code from `.qwen/settings.json`,
+Factory Droid from `.factory/settings.json`.
+Tachograph's entries are merged beside the user's, one per event, replacing its own from
+an earlier install; `uninstall` removes exactly those. Each entry pins the server URL and
+the `tachograph` executable by absolute path, so it reaches the same server whatever
+environment the runtime gives its hooks (Gemini CLI passes a sanitised one).
 
 A file written inside a git work tree gets a `.gitignore` beside it that ignores the file
 and itself: an untracked hook file would otherwise keep a worktree from being removed.
@@ -24,9 +25,11 @@ from typing import Any, Final
 
 import hook_client.command
 import ingest.runtimes.codex as codex
+import ingest.runtimes.factory_droid as factory_droid
 import ingest.runtimes.gemini_cli as gemini_cli
+import ingest.runtimes.qwen_code as qwen_code
 from cli.hook_files import HookFileError, read_json_object, remove_own_entries, write_json_object
-from cli.hook_waits import HELD_EVENTS, gate_waits
+from cli.hook_waits import HELD_EVENTS, MILLISECOND_RUNTIMES, gate_waits
 from domain.lifecycle_events import PERMISSION_REQUEST
 
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
@@ -114,8 +117,7 @@ def install_nested(
     remove_own_entries(hooks, spec.is_own)
     key, value = spec.timeout
     waits = gate_waits(hold_s)
-    # The runtime's unit: Gemini CLI counts milliseconds.
-    scale = 1000 if spec.runtime == "gemini" else 1
+    scale = 1000 if spec.runtime in MILLISECOND_RUNTIMES else 1
     for event in spec.events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
@@ -283,4 +285,24 @@ def nested_spec(runtime: str, env: Mapping[str, str]) -> NestedHookFile:
     return NESTED[runtime]
 
 
-NESTED: Final[dict[str, NestedHookFile]] = {spec.runtime: spec for spec in (CODEX, GEMINI)}
+# Qwen Code reads `hooks` from the same settings file as the rest of its configuration;
+# it passes hooks its whole environment, so nothing needs allow-listing.
+QWEN: Final = NestedHookFile(
+    runtime="qwen",
+    relative_path=Path(".qwen") / "settings.json",
+    events=qwen_code.INSTALLED_EVENTS,
+    gate_events=qwen_code.FAIL_CLOSED_EVENTS,
+    timeout=("timeout", 30_000),  # milliseconds
+)
+# Factory Droid reads `hooks` beside its `customModels` in one settings file.
+DROID: Final = NestedHookFile(
+    runtime="droid",
+    relative_path=Path(".factory") / "settings.json",
+    events=factory_droid.NORMALISED_EVENTS,
+    gate_events=factory_droid.FAIL_CLOSED_EVENTS,
+    timeout=("timeout", 30),
+)
+
+NESTED: Final[dict[str, NestedHookFile]] = {
+    spec.runtime: spec for spec in (CODEX, GEMINI, QWEN, DROID)
+}

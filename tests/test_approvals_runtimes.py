@@ -65,13 +65,32 @@ def copilot(command: str) -> tuple[str, dict[str, Any]]:
     )
 
 
+def qwen(command: str) -> tuple[str, dict[str, Any]]:
+    # Qwen Code's `run_shell_command` is recorded as `Bash`: the Bash rules hold it.
+    return "/hooks/qwen", captured(
+        "qwen-code/basic/05-PreToolUse.json",
+        session_id=str(uuid.uuid4()),
+        tool_call_id=f"call_{uuid.uuid4().hex[:12]}",
+        tool_input={"command": command, "description": "run", "is_background": False},
+    )
+
+
+def droid(command: str) -> tuple[str, dict[str, Any]]:
+    # Factory Droid's `Execute` is recorded as `Bash` too.
+    return "/hooks/droid", captured(
+        "factory-droid/basic/02-PreToolUse.json",
+        session_id=str(uuid.uuid4()),
+        tool_input={"command": command, "summary": "run"},
+    )
+
+
 def allowed(runtime: str, answer: dict[str, Any]) -> bool:
     return answer == {}
 
 
 def denied(runtime: str, answer: dict[str, Any]) -> str:
     """The reason of a runtime's deny answer (the test fails if it is not a deny)."""
-    if runtime == "codex":
+    if runtime in ("codex", "qwen", "droid"):  # Claude Code's answer shape
         output = answer["hookSpecificOutput"]
         assert output["permissionDecision"] == "deny", answer
         return str(output["permissionDecisionReason"])
@@ -86,6 +105,8 @@ RUNTIMES: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "codex": codex,
     "gemini": gemini,
     "copilot": copilot,
+    "qwen": qwen,
+    "droid": droid,
 }
 
 

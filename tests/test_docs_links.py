@@ -53,7 +53,7 @@ MD_END = re.compile(r"\.md\b")
 PATH_TAIL = re.compile(r"[\w./-]*$")
 # The files agents read in the repositories they work in: named, never cited.
 AGENT_FILES = ("claude.md", "claude.local.md", "agents.md", "agents.override.md", "gemini.md")
-AGENT_FILES_ALSO = ("copilot-instructions.md",)
+AGENT_FILES_ALSO = ("copilot-instructions.md", "qwen.md", "output-language.md")
 # Documents of other repositories, cited with the repository on the same line.
 ELSEWHERE = {
     "kitty-specs/001-bumper-lanes/RESEARCH_FINDINGS.md": "kylesnowschwartz/claude-bumper-lanes"

@@ -150,10 +150,17 @@ def _event_id(event: str, mapped: Mapping[str, Any]) -> str | None:
     # (after a `continue`), so they get no eventId and are never collapsed. (A deferred call
     # resumed with `claude -p --resume` asks PreToolUse again under the same id; Tachograph
     # never defers, so answering with the stored decision is right there too.)
+    return tool_event_id(AGENT, event, mapped, _TOOL_EVENTS)
+
+
+def tool_event_id(
+    agent: str, event: str, mapped: Mapping[str, Any], tool_events: frozenset[str]
+) -> str | None:
+    """(agent, session, event, tool call id) for a tool event with an id, else None."""
     tool_call_id = mapped.get("tool_call_id")
-    if event not in _TOOL_EVENTS or not tool_call_id:
+    if event not in tool_events or not tool_call_id:
         return None
-    return f"{AGENT}:{mapped.get('agent_session_id', '')}:{event}:{tool_call_id}"
+    return f"{agent}:{mapped.get('agent_session_id', '')}:{event}:{tool_call_id}"
 
 
 def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], str | None]:

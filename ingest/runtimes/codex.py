@@ -34,6 +34,7 @@ from ingest.runtimes.claude_code import (
     HookPayloadError,
     decision_to_claude,
     split_fields,
+    tool_event_id,
 )
 from ingest.runtimes.patches import PATCH_TOOL, patch_input, patch_of
 
@@ -72,12 +73,8 @@ def codex_payload_to_event(payload: object, event: str | None = None) -> Lifecyc
         patch = patch_of(mapped.get("tool_input"))
         if patch is not None:
             mapped["tool_input"] = patch_input(patch)
-    tool_call_id = mapped.get("tool_call_id")
-    event_id = (
-        f"{AGENT}:{mapped.get('agent_session_id', '')}:{name}:{tool_call_id}"
-        if name in _TOOL_EVENTS and tool_call_id
-        else None  # as for Claude Code: only a tool event is named uniquely
-    )
+    # As for Claude Code: only a tool event is named uniquely.
+    event_id = tool_event_id(AGENT, name, mapped, _TOOL_EVENTS)
     return LifecycleEvent(name, event_id=event_id, agent=AGENT, detail=detail, **mapped)
 
 

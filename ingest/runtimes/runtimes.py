@@ -15,7 +15,9 @@ from typing import Any, Final
 import ingest.runtimes.claude_code as claude_code
 import ingest.runtimes.codex as codex
 import ingest.runtimes.copilot_cli as copilot_cli
+import ingest.runtimes.factory_droid as factory_droid
 import ingest.runtimes.gemini_cli as gemini_cli
+import ingest.runtimes.qwen_code as qwen_code
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 
@@ -83,7 +85,26 @@ COPILOT: Final = Runtime(
     normalised_events=copilot_cli.NORMALISED_EVENTS,
 )
 
-RUNTIMES: Final[dict[str, Runtime]] = {r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT)}
+QWEN: Final = Runtime(
+    name="qwen",
+    agent=qwen_code.AGENT,
+    to_event=qwen_code.qwen_payload_to_event,
+    render=qwen_code.decision_to_qwen,
+    gate_events=qwen_code.FAIL_CLOSED_EVENTS,
+    normalised_events=qwen_code.NORMALISED_EVENTS,
+)
+DROID: Final = Runtime(
+    name="droid",
+    agent=factory_droid.AGENT,
+    to_event=factory_droid.droid_payload_to_event,
+    render=factory_droid.decision_to_droid,
+    gate_events=factory_droid.FAIL_CLOSED_EVENTS,
+    normalised_events=factory_droid.NORMALISED_EVENTS,
+)
+
+RUNTIMES: Final[dict[str, Runtime]] = {
+    r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN, DROID)
+}
 
 
 def runtime_for(name: str, *, gemini_model_events: str = gemini_cli.MODEL_EVENTS_DROP) -> Runtime:

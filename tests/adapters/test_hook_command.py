@@ -401,7 +401,9 @@ def test_usage_error_exits_one_never_two(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["claude", "PreToolUse", "Stop"]) == 1
     assert main(["claude", "--verbose"]) == 1
     assert main(["cursor", "PreToolUse"]) == 1  # no such runtime
-    assert "usage: tachograph hook {claude|codex|gemini|copilot}" in capsys.readouterr().err
+    assert (
+        "usage: tachograph hook {claude|codex|gemini|copilot|qwen|droid}" in capsys.readouterr().err
+    )
 
 
 def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path: Path) -> None:

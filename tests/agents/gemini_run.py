@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,15 @@ POLICY = harness.shell_policy(
 )
 
 
-def responder(project: Path) -> Responder:
+def responder(
+    project: Path, turn_of: Callable[[dict[str, Any]], int] = standin.conversation_turn
+) -> Responder:
+    """The script: a denied command, a rewritten one, a file write, the final text. Qwen
+    Code (a Gemini CLI fork, tests/agents/qwen_run.py) has the same tools: `turn_of` counts
+    the tool results in its API's requests."""
+
     def reply(body: dict[str, Any]) -> Reply:
-        turn = standin.conversation_turn(body)
+        turn = turn_of(body)
         if turn == 0:
             return standin.ToolUse(
                 "run_shell_command", {"command": DENIED_COMMAND, "description": "clean"}

@@ -13,6 +13,7 @@ hook's data dir: its `hooks.log` of failed deliveries) and `serve.log`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.settings import Settings
 from tests.hook_server import Behaviour, HookServer, answer
-from tests.support import Server, env_for
+from tests.support import Server, env_for, free_port
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -133,6 +134,32 @@ def start_serve(
     return serve
 
 
+def driver_args(cli: str) -> tuple[argparse.Namespace, Path, Path]:
+    """A driver's arguments (`--work DIR --<cli> BIN [--server-down] [--fail-closed]`),
+    and the run's HOME and project folders under DIR (the project made)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument(f"--{cli}", required=True)
+    parser.add_argument("--server-down", action="store_true")
+    parser.add_argument("--fail-closed", action="store_true")
+    args = parser.parse_args()
+    (args.work / "project").mkdir(parents=True, exist_ok=True)
+    return args, args.work / "home", args.work / "project"
+
+
+@contextmanager
+def serving(work: Path, managed: ManagedHooks, *, down: bool) -> Iterator[str]:
+    """The URL hooks are pinned to: a started serve's, or (`down`) a port nothing answers
+    on. Serve is stopped and the managed handlers closed afterwards."""
+    serve = None if down else start_serve(work, managed)
+    try:
+        yield serve.url if serve else f"http://127.0.0.1:{free_port()}"
+    finally:
+        if serve is not None:
+            stop_serve(serve)
+        managed.close()
+
+
 def stop_serve(serve: Server) -> None:
     """Stop it as an operator would (SIGTERM), which lets it answer what it is answering."""
     if serve.popen.poll() is None:
@@ -209,8 +236,27 @@ def run_agent(
     }
 
 
+def run_against(
+    api: Any, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path
+) -> dict[str, Any]:
+    """run_agent, with what the model stand-in `api` received and the script's errors."""
+    report = run_agent(argv, env=env, cwd=cwd)
+    requests = [json.dumps(r.body) for r in api.agent_requests()]
+    report.update(model_requests=requests, standin_errors=list(api.errors))
+    return report
+
+
 def files_in(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
+
+
+def write_run_report(
+    work: Path, report: dict[str, Any], managed: ManagedHooks, project: Path, url: str
+) -> None:
+    """WORK/report.json of a run: the CLI's report, the project's files, the policy's
+    calls and the server URL the hooks were pinned to."""
+    report.update(files=files_in(project), policy_calls=managed.policy_inputs(), serve_url=url)
+    write_report(work, report)
 
 
 def write_report(work: Path, report: Mapping[str, Any]) -> None:
