@@ -40,6 +40,7 @@ from projections.base import Projection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
 from projections.log_tree import attach_note_signer, sign_log_head
+from projections.policies import PoliciesProjection
 from projections.registry import all_projections
 from projections.runner import ProjectionRunner, ensure_schema
 from projections.sessions import session_exists
@@ -49,9 +50,11 @@ from scheduler.autonomy import AutonomyRuntime
 from scheduler.maintenance import expire_orphaned_approvals_job, prune_hook_audit_job
 from scheduler.runtime import Job, SchedulerRuntime
 from scheduler.tasks import TaskRuntime, build_task_runtime
+from services.active_policies import ActivePolicies
 from services.approval_log import AppApprovals
 from services.credentials import CredentialCache
 from services.learned_context import LearnedContext
+from services.policies import Policies
 from services.witness_submit import submit_to_witnesses
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,10 @@ class Services:
     # The Ed25519 key of the log's signed checkpoints; None only for a reading command
     # run where no key file exists.
     note_key: NoteKey | None = None
+    # The operator's policy rules: compiled active revisions (the hook path reads them)
+    # and the commands that change them.
+    active_policies: ActivePolicies | None = None
+    policies: Policies | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -97,6 +104,9 @@ class Services:
         if self.learned is not None:
             self.learned.refresh()
             self.learned.start()
+        if self.active_policies is not None:
+            self.active_policies.refresh()
+            self.active_policies.start()
         self.runner.start()
         self.scheduler.start()
 
@@ -115,6 +125,8 @@ class Services:
         self.credentials.stop()
         if self.learned is not None:
             self.learned.stop()
+        if self.active_policies is not None:
+            self.active_policies.stop()
         if self.held is not None:
             self.held.close()
         checkpoint_at_shutdown(self.runner)
@@ -196,9 +208,16 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
     # learned delivery (what a session is told depends on its workspace).
     workspaces: dict[UUID, str] = {}
     learned = LearnedContext(store, workspace_of=partial(session_workspace, app, workspaces))
+    active_policies = ActivePolicies(
+        store,
+        workspace_of=partial(session_workspace, app, workspaces),
+        title_of=app.session_title,
+    )
     for projection in projections:
         if isinstance(projection, LearnedProjection):
             projection.on_change = learned.load
+        if isinstance(projection, PoliciesProjection):
+            projection.on_change = active_policies.load
     # Lets the requests a commit answers go before the runner applies it: 2 ms at most
     # (gateway median overhead ~15-25% lower, measured with the HTTP-signalled form).
     runner = ProjectionRunner(app, store, projections, commit_linger=COMMIT_LINGER_S)
@@ -226,6 +245,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
             approvals=ApprovalGate(settings.approvals, approvals, notifier),
             redacted_tools=settings.redacted_tools,
             record_facts=settings.record == RECORD_FULL,
+            policy=active_policies,
         ),
         Ports(
             sessions=AppSessions(app, lambda sid: session_exists(store, str(sid))),
@@ -287,6 +307,8 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         _session_workspaces=workspaces,
         learned=learned,
         note_key=note_key,
+        active_policies=active_policies,
+        policies=Policies(app, store, active_policies),
     )
 
 

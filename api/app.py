@@ -28,6 +28,7 @@ from api.routes import (
     keys,
     learned,
     metrics,
+    policy,
     schedules,
     self_update,
     self_update_workflow,
@@ -108,6 +109,7 @@ def create_app(
         stream.router,
         approvals.router,
         autonomy_pipeline.router,
+        policy.router,
     ):
         app.include_router(router)
     install_hook_routes(app)
@@ -125,6 +127,7 @@ def collaborators_of(services: Services) -> Collaborators:
     assert services.tasks is not None
     assert services.autonomy is not None
     assert services.learned is not None
+    assert services.policies is not None
     return Collaborators(
         settings=services.settings,
         app=services.app,
@@ -139,4 +142,5 @@ def collaborators_of(services: Services) -> Collaborators:
         learned=services.learned,
         sessions=services,
         note_key=services.note_key,
+        policies=services.policies,
     )

@@ -28,6 +28,7 @@ from scheduler.runtime import SchedulerRuntime
 from scheduler.tasks import TaskRuntime
 from services.credentials import CredentialCache, Principal
 from services.learned_context import LearnedContext
+from services.policies import Policies
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,8 @@ class Collaborators:
     sessions: SessionTargets
     # The log's note key; None only where no key file exists (a reading command).
     note_key: NoteKey | None
+    # The operator's policy documents: record, activate, roll back, remove.
+    policies: Policies
 
 
 T = TypeVar("T")
@@ -77,6 +80,7 @@ TasksDep = Annotated[TaskRuntime, _collaborator(lambda c: c.tasks)]
 AutonomyDep = Annotated[AutonomyRuntime, _collaborator(lambda c: c.autonomy)]
 LearnedDep = Annotated[LearnedContext, _collaborator(lambda c: c.learned)]
 NoteKeyDep = Annotated[NoteKey | None, _collaborator(lambda c: c.note_key)]
+PoliciesDep = Annotated[Policies, _collaborator(lambda c: c.policies)]
 SessionTargetsDep = Annotated[SessionTargets, _collaborator(lambda c: c.sessions)]
 
 

@@ -166,6 +166,14 @@ class Tachograph(Application[UUID]):
             raise NotFound(f"Session {session_id} was deleted.")
         return session
 
+    def session_title(self, session_id: UUID) -> str | None:
+        """A session's title as the log has it (None: untitled, or no such session)."""
+        try:
+            session: Aggregate = self.repository.get(session_id)
+        except AggregateNotFoundError:
+            return None
+        return session.title if isinstance(session, Session) else None
+
     def locked_title(self, session_id: UUID) -> str | None:
         """The title an operator gave a session (POST or PATCH), None when it has none.
 

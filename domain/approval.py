@@ -197,7 +197,16 @@ def settled_decision(asked: Decision, approval: Approval, waited_ms: int) -> Dec
             f": {approval.reason}" if approval.reason else "."
         )
     run = HandlerRun(run_id, "deny", None, why, waited_ms, approval=approval_record(approval))
-    return Decision("deny", why, asked.additional_context, None, (*asked.runs, run))
+    return Decision(
+        "deny", why, asked.additional_context, None, (*asked.runs, run), policy=asked.policy
+    )
+
+
+def _answered(outcome: Outcome, why: str, asked: Decision, run: HandlerRun) -> Decision:
+    """The held call's decision: the asked one's context and policy rule, and the run."""
+    return Decision(
+        outcome, why, asked.additional_context, None, (*asked.runs, run), policy=asked.policy
+    )
 
 
 def allowed_for_session(
@@ -225,6 +234,7 @@ def _allowed(asked: Decision, run: HandlerRun) -> Decision:
         asked.replacement,
         (*asked.runs, run),
         approved=True,
+        policy=asked.policy,
     )
 
 
@@ -240,7 +250,9 @@ def abandoned_decision(asked: Decision, approval: Approval, waited_ms: int) -> D
         f"before anyone decided (approval {approval.id} abandoned)."
     )
     run = HandlerRun(ABANDONED_RUN, "ask", None, why, waited_ms)
-    return Decision("ask", why, asked.additional_context, None, (*asked.runs, run))
+    return Decision(
+        "ask", why, asked.additional_context, None, (*asked.runs, run), policy=asked.policy
+    )
 
 
 def still_pending(asked: Decision, approval: Approval) -> Decision:
@@ -251,4 +263,6 @@ def still_pending(asked: Decision, approval: Approval) -> Decision:
     )
     record = approval_record(approval)
     run = HandlerRun(f"{APPROVAL_HANDLER}:pending", "deny", None, why, 0, approval=record)
-    return Decision("deny", why, asked.additional_context, None, (*asked.runs, run))
+    return Decision(
+        "deny", why, asked.additional_context, None, (*asked.runs, run), policy=asked.policy
+    )

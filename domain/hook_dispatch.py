@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from domain.hook_config import SUBAGENT_EVENTS, TOOL_EVENTS, HookHandler
+
+if TYPE_CHECKING:
+    from domain.policy.verdict import PolicyHit, PolicyVerdict
 
 # `ask` holds a tool call for an operator (domain/approval.py); it is never what the agent
 # is finally told: the approval settles it to pass (or modify) or deny.
@@ -137,6 +140,8 @@ class Decision:
     # An operator allowed this call (an approval): a permission dialog is answered
     # "allow" rather than left to the runtime's own prompt.
     approved: bool = False
+    # The policy rule that decided the call, or would have in shadow mode (recorded).
+    policy: PolicyHit | None = None
 
 
 PASS: Final = Decision("pass")
@@ -159,6 +164,8 @@ class Dispatch:
     cwd: str | None = None
     # Stop `continue`s already honoured in this turn (the per-turn cap, §6.2).
     stop_continues_so_far: int = 0
+    # What the operator's policy rules say of the call (docs/policy.md), judged before.
+    verdict: PolicyVerdict | None = None
 
 
 @dataclass(frozen=True)
@@ -183,7 +190,13 @@ def decide(
         refused = policy(dispatch.request.tool_name, dispatch.policy_input, dispatch.cwd)
         if refused is not None:
             return policy_denial(refused, ())
+    verdict = dispatch.verdict
+    ruled = verdict.enforced if verdict is not None else None
+    if ruled is not None and ruled.outcome == "deny":
+        return Decision("deny", ruled.denial_reason(), policy=ruled)
     chain = _Chain(dispatch.request, dispatch.stop_continues_so_far)
+    if ruled is not None and ruled.outcome == "context" and ruled.context:
+        chain.add_context(ruled.context)
     result: Decision | None = None
     for index, handler in enumerate(handlers):
         if index == len(replies):
@@ -198,7 +211,19 @@ def decide(
         rewritten = policy(dispatch.request.tool_name, result.replacement, dispatch.cwd)
         if rewritten is not None:
             return policy_denial(rewritten, result.runs)
-    return result
+    return _ruled(result, verdict)
+
+
+def _ruled(result: Decision, verdict: PolicyVerdict | None) -> Decision:
+    """The handlers' result under the policy's verdict: an `ask` rule holds a call the
+    handlers let through (their deny stands without troubling a person), and the rule
+    that decided, or would have in shadow mode, is recorded."""
+    if verdict is None:
+        return result
+    ruled = verdict.enforced
+    if ruled is not None and ruled.outcome == "ask" and result.outcome in ("pass", "modify"):
+        return replace(result, outcome="ask", reason=ruled.ask_reason(), policy=ruled)
+    return replace(result, policy=verdict.recorded)
 
 
 def policy_denial(refused: tuple[str, str], runs: tuple[HandlerRun, ...]) -> Decision:
@@ -253,6 +278,12 @@ class _Chain:
         if isinstance(answer, HandlerFailure):
             return self._fail(handler, answer, reply.duration_ms)
         return self._apply(handler, answer, reply.duration_ms)
+
+    def add_context(self, context: str) -> None:
+        """A policy rule's context, first in the combination (it fits the cap: checked
+        when the rule was recorded)."""
+        self.contexts.append(context)
+        self.context_bytes += len(context.encode("utf-8"))
 
     def _admit_context(self, decision: HandlerDecision) -> HandlerDecision | HandlerFailure:
         """Add the decision's context unless it pushes the combination over the cap."""

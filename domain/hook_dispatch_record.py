@@ -68,6 +68,7 @@ class HookDispatch(TachographAggregate):
         facts: dict[str, Any] | None = None,
         received_at: datetime | None = None,
         learned: list[dict[str, Any]] | None = None,
+        policy: dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
         self.event_name = event_name
@@ -85,6 +86,9 @@ class HookDispatch(TachographAggregate):
         # The learned targets the answer carried (domain/learned_delivery.py's items:
         # target, revision and digest each), None when it carried none.
         self.learned = learned
+        # The policy rule that decided the call, or would have in shadow mode
+        # (domain/policy/judge.py's PolicyHit.record), None when no rule matched.
+        self.policy = policy
 
 
 # Version 2 stores `runs` with snake_case keys; version 1 (earlier releases) stored the
@@ -116,10 +120,16 @@ def _upcast_created_v3_v4(state: dict[str, Any]) -> None:
     state["learned"] = None
 
 
+def _upcast_created_v4_v5(state: dict[str, Any]) -> None:
+    # Version 5 records the policy rule behind the decision; earlier releases had none.
+    state["policy"] = None
+
+
 HookDispatch.Created.upcast_v1_v2 = staticmethod(_upcast_created_v1_v2)  # type: ignore[attr-defined]
 HookDispatch.Created.upcast_v2_v3 = staticmethod(_upcast_created_v2_v3)  # type: ignore[attr-defined]
 HookDispatch.Created.upcast_v3_v4 = staticmethod(_upcast_created_v3_v4)  # type: ignore[attr-defined]
-declare_event_versions(HookDispatch, Created=4)
+HookDispatch.Created.upcast_v4_v5 = staticmethod(_upcast_created_v4_v5)  # type: ignore[attr-defined]
+declare_event_versions(HookDispatch, Created=5)
 
 _AGGREGATE_TOPIC = get_topic(HookDispatch)
 

@@ -98,7 +98,12 @@ class ApprovalGate:
         timeout_s, on_timeout = DEFAULT_TIMEOUT_S, "deny"
         secret = ev.tool_name is not None and ev.tool_name in redacted_tools
         summary = None if secret else _summary(ev, decision)
-        if decision.outcome == "ask":
+        ruled = decision.policy
+        if decision.outcome == "ask" and ruled is not None and ruled.enforced:
+            # A policy rule asks: it names itself and says how long a person has.
+            rule_id = f"policy:{ruled.rule_id}"
+            timeout_s, on_timeout = ruled.timeout_s, ruled.on_timeout
+        elif decision.outcome == "ask":
             handler_id = decision.runs[-1].handler_id if decision.runs else None
         elif decision.outcome in ("pass", "modify") and ev.event in APPROVAL_EVENTS:
             per_workspace = self.rules.per_workspace
@@ -228,4 +233,6 @@ def _summary(ev: LifecycleEvent, decision: Decision) -> str | None:
 def _unheld(decision: Decision) -> Decision:
     """Where nothing can hold a call (no approvals wired in), `ask` is refused."""
     why = "An approval was asked for, but this path cannot wait for one; denied."
-    return Decision("deny", why, decision.additional_context, None, decision.runs)
+    return Decision(
+        "deny", why, decision.additional_context, None, decision.runs, policy=decision.policy
+    )

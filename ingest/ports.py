@@ -19,6 +19,8 @@ from domain.hook_config import HookHandler
 from domain.hook_dispatch import Decision, HandlerReply, HandlerRequest
 from domain.hook_dispatch_record import HookDispatch
 from domain.learned_delivery import Composed
+from domain.lifecycle import LifecycleEvent
+from domain.policy.verdict import PolicyVerdict
 from domain.session import Session
 
 T = TypeVar("T")
@@ -110,6 +112,17 @@ class ApprovalLog(Protocol):
 
     def reusable(self, session_id: UUID, tool_name: str, summary: str | None) -> UUID | None:
         """A request for the same call still pending or settled a moment ago."""
+
+
+class PolicyPort(Protocol):
+    """The operator's policy rules as the hook path sees them (services/active_policies.py):
+    compiled, in memory, judged without a read but for a session's first lookup."""
+
+    def applies(self, event: str) -> bool:
+        """Whether any active rule is on this event (every other hook skips policy)."""
+
+    def judge(self, session_id: UUID, ev: LifecycleEvent) -> PolicyVerdict | None:
+        """What the active rules say of this call."""
 
 
 class Offload(Protocol):

@@ -81,4 +81,5 @@ def dispatch_created(
         facts=dispatch_facts(ev, decision, facts_of) if facts_of is not None else None,
         received_at=received,
         learned=learned,
+        policy=decision.policy.record() if decision.policy is not None else None,
     )

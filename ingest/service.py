@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -47,6 +47,7 @@ from domain.hook_dispatch import (
 from domain.hook_dispatch_record import dispatch_id_for
 from domain.learned_delivery import combine
 from domain.lifecycle import LifecycleEvent
+from domain.policy.verdict import PolicyVerdict
 from domain.session import Session
 from ingest.approval_gate import ApprovalGate, PendingApproval
 from ingest.held_approvals import GONE, HeldApprovals
@@ -59,6 +60,7 @@ from ingest.ports import (
     DispatchObserver,
     LearnedSource,
     Offload,
+    PolicyPort,
     Render,
     SessionPort,
 )
@@ -98,6 +100,8 @@ class Rules:
     approvals: ApprovalGate = field(default_factory=lambda: ApprovalGate(ApprovalRules(), None))
     redacted_tools: frozenset[str] = frozenset()
     record_facts: bool = True
+    # The operator's policy rules (docs/policy.md); None: none are configured here.
+    policy: PolicyPort | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +229,12 @@ class HookIngest:
             await self.offload(partial(self._admit, session_id, create_in, ev))
         dispatch_id = dispatch_id_for(session_id, ev.event_id)
         handlers = self._handlers_for(ev)
-        if not handlers and not self.approvals.may_hold(ev):
+        rules = self.rules.policy
+        # Judged here, on the caller's thread: compiled rules, answered from memory.
+        verdict = rules.judge(session_id, ev) if rules and rules.applies(ev.event) else None
+        if not handlers and not self.approvals.may_hold(ev) and not (verdict and verdict.holds):
             # Nearly every hook: nothing to ask, nothing to hold, nothing blocks.
-            decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received)
+            decision = self._decide(session_id, ev, dispatch_id, [], policy, 0, received, verdict)
             return await self._finish(
                 session_id, ev, dispatch_id, decision, actor, render, received, None,
                 deliver_learned,
@@ -246,6 +253,7 @@ class HookIngest:
                 received,
                 budget_s,
                 can_hold,
+                verdict,
             )  # fmt: skip
         )
         if isinstance(judged, Ingested):
@@ -270,6 +278,7 @@ class HookIngest:
         received: datetime,
         budget_s: float | None,
         can_hold: bool,
+        verdict: PolicyVerdict | None,
     ) -> Ingested | PendingApproval | _Judged:
         """The blocking part of a decision: the stored answer of a retried event, the
         handlers' replies, and the approval the call may have to wait for."""
@@ -280,7 +289,9 @@ class HookIngest:
                 return stored
         session = self._sessions.load(session_id) if ev.event == "Stop" and handlers else None
         continues = session.stop_continues(ev.turn_id) if session is not None else 0
-        decision = self._decide(session_id, ev, dispatch_id, handlers, policy, continues, received)
+        decision = self._decide(
+            session_id, ev, dispatch_id, handlers, policy, continues, received, verdict
+        )
         if decision.outcome == "ask" or self.approvals.may_hold(ev):
             gated = self.approvals.gate(
                 session_id,
@@ -437,13 +448,8 @@ class HookIngest:
             return decision, None
         if composed.text is None:
             return decision, None
-        delivered = Decision(
-            decision.outcome,
-            decision.reason,
-            combine(context, composed.text, CONTEXT_SEPARATOR),
-            decision.replacement,
-            decision.runs,
-            decision.approved,
+        delivered = replace(
+            decision, additional_context=combine(context, composed.text, CONTEXT_SEPARATOR)
         )
         return delivered, list(composed.items)
 
@@ -459,8 +465,9 @@ class HookIngest:
         policy: ToolPolicy | None,
         continues: int,
         received: datetime,
+        verdict: PolicyVerdict | None = None,
     ) -> Decision:
-        if not handlers and (policy is None or ev.event != "PreToolUse"):
+        if not handlers and verdict is None and (policy is None or ev.event != "PreToolUse"):
             decision = PASS
         else:
             dispatch = Dispatch(
@@ -469,6 +476,7 @@ class HookIngest:
                 policy_input=ev.tool_input,
                 cwd=_working_directory(ev) if policy is not None else None,
                 stop_continues_so_far=continues,
+                verdict=verdict,
             )
             decision = run_handlers(dispatch, handlers, self._ask)
         try:

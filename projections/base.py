@@ -177,3 +177,24 @@ class Projection:
         handler = self._handlers.get(envelope.type)
         if handler is not None:
             handler(cur, envelope)
+
+
+class ListenedProjection(Projection):
+    """A read model a process keeps an in-memory copy of (learned content, the active
+    policies): told through the batch's cursor that the batch changed what the copy
+    holds, so the copy is current before the runner reports the batch's positions
+    processed. A handler that changes it calls `changed()`."""
+
+    on_change: Callable[[Cursor], None] | None = None
+    _changed = False
+
+    def changed(self) -> None:
+        self._changed = True
+
+    def begin_batch(self, cur: Cursor) -> None:
+        self._changed = False
+
+    def end_batch(self, cur: Cursor) -> None:
+        if self._changed and self.on_change is not None:
+            self._changed = False
+            self.on_change(cur)

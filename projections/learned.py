@@ -4,20 +4,15 @@ list, and each target's history (revisions, user edits, hand-backs)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
-from projections.base import Envelope, Projection, handles
+from projections.base import Envelope, ListenedProjection, handles
 from projections.store import Cursor, ReadStore
 
 
-class LearnedProjection(Projection):
+class LearnedProjection(ListenedProjection):
     name = "learned"
-    # Told, through the batch's cursor, that the batch changed a target: the live
-    # instance's listener is this process's delivery snapshot (services/learned_context.py),
-    # which must be current before the runner reports the batch's positions processed.
-    on_change: Callable[[Cursor], None] | None = None
-    _changed = False
+    # The live instance's listener: this process's delivery snapshot (services/learned_context.py).
     tables = {
         "learned_targets": [
             "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
@@ -47,14 +42,6 @@ class LearnedProjection(Projection):
         ],
     }
 
-    def begin_batch(self, cur: Cursor) -> None:
-        self._changed = False
-
-    def end_batch(self, cur: Cursor) -> None:
-        if self._changed and self.on_change is not None:
-            self._changed = False
-            self.on_change(cur)
-
     @handles("LearnedTarget.Created")
     def created(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
@@ -79,7 +66,7 @@ class LearnedProjection(Projection):
     def revised(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
         target = e.key
-        self._changed = True
+        self.changed()
         cur.execute(
             f"SELECT kind, agent_id, key, workspace_id FROM {self.t['learned_targets']} "
             "WHERE id = ?",
@@ -127,7 +114,7 @@ class LearnedProjection(Projection):
     @handles("LearnedTarget.UserEdited")
     def user_edited(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
-        self._changed = True
+        self.changed()
         cur.execute(
             f"UPDATE {self.t['learned_targets']} SET content = ?, content_digest = ?, "
             "evolution_managed = ?, updated_at = ? WHERE id = ?",
@@ -137,7 +124,7 @@ class LearnedProjection(Projection):
 
     @handles("LearnedTarget.HandedBack")
     def handed_back(self, cur: Cursor, e: Envelope) -> None:
-        self._changed = True
+        self.changed()
         cur.execute(
             f"UPDATE {self.t['learned_targets']} SET evolution_managed = ?, updated_at = ? "
             "WHERE id = ?",
@@ -148,7 +135,7 @@ class LearnedProjection(Projection):
     @handles("LearnedTarget.Promoted")
     def promoted(self, cur: Cursor, e: Envelope) -> None:
         d = e.data
-        self._changed = True
+        self.changed()
         everywhere = bool(d["everywhere"])
         workspaces = list(d["workspace_ids"])
         promoted = everywhere or bool(workspaces)

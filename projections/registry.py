@@ -12,6 +12,7 @@ from projections.hook_audit import HookAuditProjection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import LogChainProjection
 from projections.log_tree import LogTreeProjection
+from projections.policies import PoliciesProjection
 from projections.schedules import SchedulesProjection
 from projections.self_update_cycles import SelfUpdateCyclesProjection
 from projections.sessions import SessionsProjection
@@ -40,6 +41,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     ApiKeysProjection,
     SelfUpdateCyclesProjection,
     ApprovalsProjection,
+    PoliciesProjection,
 )
 
 

@@ -17,7 +17,6 @@ A state is only ever replaced by a newer one (its log position), whichever comes
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,8 +24,8 @@ from uuid import UUID
 
 from domain.learned_delivery import DEFAULT_BUDGET_BYTES, NOTHING, Composed, LearnedEntry, compose
 from projections.store import Cursor, ReadStore
+from services.follower import Follower
 
-log = logging.getLogger(__name__)
 REFRESH_INTERVAL_S = 1.0
 _COMPOSED_KEPT = 256
 
@@ -118,8 +117,7 @@ class LearnedContext:
         self.interval_s = interval_s
         self._snapshot = EMPTY
         self._swap = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._follower = Follower("learned", interval_s, self._changed_elsewhere, self.refresh)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -173,22 +171,7 @@ class LearnedContext:
     # Following other processes' changes
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._follow, name="learned", daemon=True)
-        self._thread.start()
+        self._follower.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def _follow(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                if self._changed_elsewhere():
-                    self.refresh()
-            except Exception as exc:  # noqa: BLE001 - keep the last snapshot through a blip
-                log.warning("could not refresh learned content: %s", exc)
+        self._follower.stop()

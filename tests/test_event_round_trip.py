@@ -32,6 +32,7 @@ from domain.hook_audit_retention import RETENTION, HookAuditRetention
 from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
 from domain.ids import stable_id
 from domain.learned_target import LearnedTarget, learned_revision_id
+from domain.policy.aggregate import Policy
 from domain.schedule import Schedule
 from domain.self_update_cycle import SelfUpdateCycle, self_update_ref
 from domain.session import Session
@@ -169,6 +170,12 @@ def hook_dispatch_created() -> Iterator[Aggregate]:
             "duration_ms": 3,
             "truncated": ["input"],
         },
+        policy={
+            "revision_id": "9b1d6d4e-4b7a-4f7e-9a39-1f6f1a4b2c3d",
+            "rule_id": "no-rm-rf",
+            "mode": "enforce",
+            "outcome": "deny",
+        },
     )
 
 
@@ -195,6 +202,23 @@ def learned_target_lifecycle() -> Iterator[Aggregate]:
     yield scoped
     scoped.promote(lesson, False, ["other"], ACTOR)
     yield scoped
+
+
+def policy_lifecycle() -> Iterator[Aggregate]:
+    policy = Policy(workspace_id="proj", actor=ACTOR)
+    yield policy
+    source = "version: 1\nrules: [{id: no-push, when: 'tool == \"Bash\"', then: deny}]\n"
+    first = policy.record(source, "sha256:" + "1" * 64, "enforce", ACTOR)
+    yield policy
+    policy.activate(first, ACTOR)
+    yield policy
+    second = policy.record(source + "# shadow\n", "sha256:" + "2" * 64, "shadow", ACTOR)
+    policy.activate(second, ACTOR)
+    yield policy
+    policy.roll_back(first, ACTOR)  # a compensating event: the first revision bites again
+    yield policy
+    policy.remove(ACTOR)
+    yield policy
 
 
 def schedule_lifecycle() -> Iterator[Aggregate]:
@@ -440,6 +464,7 @@ SCENARIOS: list[Scenario] = [
     hook_audit_retention_lifecycle,
     hook_dispatch_created,
     learned_target_lifecycle,
+    policy_lifecycle,
     schedule_lifecycle,
     self_update_cycle_lifecycle,
     signal_reflected_after_a_retry,
@@ -578,9 +603,9 @@ def test_a_version_1_dispatch_reads_as_the_current_version_everywhere(settings: 
         (created,) = dispatch.collect_events()
         stored = app.mapper.to_stored_event(created)
         state = app.mapper.transcoder.decode(stored.state)
-        assert state.pop("class_version") == 4
+        assert state.pop("class_version") == 5
         state["runs"] = [V1_RUN]  # the first release's shape
-        del state["facts"], state["received_at"], state["learned"]
+        del state["facts"], state["received_at"], state["learned"], state["policy"]
         v1 = StoredEvent(
             originator_id=stored.originator_id,
             originator_version=stored.originator_version,
@@ -592,7 +617,7 @@ def test_a_version_1_dispatch_reads_as_the_current_version_everywhere(settings: 
         expected = {**V1_RUN, "handler_id": "guard", "duration_ms": 4}
         del expected["handlerId"], expected["durationMs"]
         assert reloaded.runs == [expected]
-        assert reloaded.facts is None and reloaded.learned is None
+        assert reloaded.facts is None and reloaded.learned is None and reloaded.policy is None
         (notification,) = [n for n in read_log(app, 1) if n.originator_id == dispatch.id]
         assert notification.state == v1.state  # the log's bytes are what was written
         envelope = decode(app, notification)

@@ -31,7 +31,7 @@ def test_every_event_class_declares_its_version() -> None:
         c.__qualname__ for c in discovered_event_classes() if "class_version" not in vars(c)
     ]
     assert undeclared == []
-    assert HookDispatch.Created.class_version == 4  # type: ignore[attr-defined]
+    assert HookDispatch.Created.class_version == 5  # type: ignore[attr-defined]
     assert SelfUpdateCycle.PhaseRecorded.class_version == 2  # type: ignore[attr-defined]
 
 
@@ -51,7 +51,7 @@ def as_v1(services: Services, event: DomainEventProtocol[UUID], change: Any) -> 
 
 
 def v1_runs(state: dict[str, Any]) -> None:
-    del state["facts"], state["received_at"], state["learned"]  # versions 1-2 kept none
+    del state["facts"], state["received_at"], state["learned"], state["policy"]  # v1-2: none
     state["runs"] = [
         {"handlerId": "guard", "outcome": "deny", "failure": None, "reason": "no", "durationMs": 4}
     ]

@@ -44,6 +44,7 @@ FIELDS: dict[str, Any] = {
             "content_digest": "sha256:" + "0" * 64,
         }
     ],
+    "policy": {"revision_id": "r", "rule_id": "no-rm", "mode": "shadow", "outcome": "deny"},
 }
 
 

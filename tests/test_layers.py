@@ -71,6 +71,7 @@ HOOK_CLIENT_MODULES = {
     "ingest.runtimes.runtimes",
     "domain.casing",
     "domain.hook_dispatch",
+    "domain.policy.verdict",
     "domain.hook_config",
     "domain.lifecycle",
     "domain.lifecycle_events",
