@@ -551,6 +551,7 @@ def run_bench(
 
     from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
+    from bench.otel_export import bench_otel_export
 
     console = Console()
     seconds, n = (3, 200) if quick else (10, 1000)
@@ -564,6 +565,8 @@ def run_bench(
             1 if quick else seconds // 2,
         ),
         ("hook_gateway", bench_hook_gateway, n),
+        # The same ingest and gateway figures with decisions exported as spans, and without.
+        ("otel_export", partial(bench_otel_export, rounds=1 if quick else 2), seconds),
         ("pending_approvals", bench_pending_approvals, 40 if quick else n),
         ("read_your_writes", bench_read_your_writes, n),
         ("task_board", bench_task_board, tasks),
@@ -581,7 +584,7 @@ def run_bench(
         names = ", ".join(name for name, _, _ in benchmarks)
         raise SystemExit(f"tachograph bench: no benchmark {', '.join(unknown)} (there are {names})")
     benchmarks = [b for b in benchmarks if not only or b[0] in only]
-    wrk_figures = {"ingest", "facts_vs_metadata"}
+    wrk_figures = {"ingest", "facts_vs_metadata", "otel_export"}
     if shutil.which("wrk") is None and any(name in wrk_figures for name, _, _ in benchmarks):
         raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}
