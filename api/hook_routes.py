@@ -19,7 +19,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 from uuid import UUID
 
@@ -171,6 +171,9 @@ async def _answer_runtime(request: Request, runtime: Runtime, event: str | None)
     if parsed is None:
         return json_answer({}, None)  # an event this runtime's adapter does not record
     session_id, ev = parsed
+    trace_parent = own.get("traceparent")
+    if trace_parent is not None:  # the decision's exported span joins the runtime's trace
+        ev = replace(ev, trace_parent=trace_parent)
     workspace = (
         bound_workspace(principal, own.get("x-tachograph-workspace"), route) or DEFAULT_WORKSPACE
     )
@@ -325,11 +328,12 @@ def claude_session_id(explicit: str | None, ev: LifecycleEvent) -> UUID:
 
 
 def _own_headers(scope: Scope) -> dict[str, str | None]:
-    """The request's `x-tachograph-*` headers, read in one pass, as `hook_header` reads
-    each (blank is absent; the first of a repeated header counts)."""
+    """The request's `x-tachograph-*` headers and the runtime's W3C `traceparent`, read in
+    one pass, as `hook_header` reads each (blank is absent; the first of a repeated header
+    counts)."""
     own: dict[str, str | None] = {}
     for name, value in scope["headers"]:
-        if name.startswith(b"x-tachograph-"):
+        if name.startswith(b"x-tachograph-") or name == b"traceparent":
             own.setdefault(name.decode("latin-1"), hook_header(value.decode("latin-1")))
     return own
 
