@@ -110,6 +110,9 @@ class ActivePolicies:
 
     # --- the hook path ----------------------------------------------------------------
 
+    def longest_hold_s(self) -> int:
+        return self._snapshot.longest_hold_s
+
     def applies(self, event: str) -> bool:
         return event in self._snapshot.events
 
