@@ -166,7 +166,9 @@ def test_rollback_and_removal_are_events_and_take_effect_at_once(client: TestCli
 
 
 def test_an_active_ask_rule_counts_in_the_longest_hold(client: TestClient) -> None:
-    held = "version: 1\nrules:\n  - {id: wait, when: 'tool == \"Bash\"', then: ask, timeoutS: 321}\n"
+    held = json.dumps(
+        {"version": 1, "rules": [{"id": "wait", "when": "true", "then": "ask", "timeoutS": 321}]}
+    )
     before = client.get("/api/health").json()["longestHoldS"]
     revision = record(client, held)
     assert client.get("/api/health").json()["longestHoldS"] == before  # not active yet
