@@ -54,8 +54,10 @@ function noteSuccess() {
 }
 
 function describe(error) {
+  // Bun names a refused connection by its code (`ConnectionRefused`), as doctor counts it.
+  const code = error && error.code ? ` (${error.code})` : "";
   const cause = error && error.cause ? ` (${error.cause.message || error.cause})` : "";
-  return `${SETTINGS.url}: ${(error && (error.message || error.name)) || error}${cause}`;
+  return `${SETTINGS.url}: ${(error && (error.message || error.name)) || error}${code}${cause}`;
 }
 
 async function deliver(hook, event, body) {

@@ -6,12 +6,13 @@
 
 Run it inside a loopback-only network namespace (harness.run_driver): it issues an agent
 token, starts the managed handlers and `tachograph serve` on SQLite in DIR/data with one
-approval rule (unless --server-down), writes the user's own configuration (a provider for
-the Chat Completions stand-in) and installs Tachograph's plugin with `tachograph hook
-install <runtime> DIR/home` beside it (no plugin package seeded: the installer keeps the
-CLI from installing one), then runs the real CLI's `run`. While it runs, an operator
-thread waits for the held call, checks that it has not run, and allows it. It writes
-DIR/report.json (harness.write_run_report, and what the operator saw).
+approval rule and a learned fact for its agent (unless --server-down), writes the user's
+own configuration (a provider for the Chat Completions stand-in) and installs
+Tachograph's plugin with `tachograph hook install <runtime> DIR/home` beside it (no plugin
+package seeded: the installer keeps the CLI from installing one), then runs the real
+CLI's `run`. While it runs, an operator thread waits for the held call, checks that it
+has not run, and allows it. It writes DIR/report.json (harness.write_run_report, and what
+the operator saw).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ APPROVALS = {
     "rules": [{"id": "approved-marker", "tool": "Bash", "match": "APPROVED", "timeoutS": 120}],
 }
 ALLOW_REASON = "opencode-approval: marker reviewed"
+# A learned fact an operator set for the runtime's agent: delivered with its context.
+LESSON = "tachograph-lesson-3e7f: run the linters before committing"
 # OpenCode's own switches that would reach the network at start-up.
 OFFLINE_SWITCHES = ("DISABLE_MODELS_FETCH", "DISABLE_AUTOUPDATE", "DISABLE_LSP_DOWNLOAD")
 
@@ -160,6 +163,10 @@ def main() -> int:
         serve = harness.start_serve(work, managed, api_key=ADMIN_KEY, extra_env=extra)
     url = serve.url if serve else f"http://127.0.0.1:{free_port()}"
     operator = Operator(url, project) if serve else None
+    if serve is not None:
+        with httpx.Client(base_url=url, headers={"x-tachograph-key": ADMIN_KEY}) as api:
+            edit = f"/api/autonomy/targets/fact/{args.runtime}/linters"
+            api.put(edit, json={"content": LESSON}).raise_for_status()
     try:
         with standin.ChatStandIn(responder(project)) as api:
             config = write_user_config(home, args.runtime, api.url)

@@ -25,6 +25,7 @@ from tests.agents.opencode_run import (
     ALLOW_REASON,
     KEPT_FILE,
     KEPT_TEXT,
+    LESSON,
     PROMPT_CONTEXT,
     SESSION_CONTEXT,
 )
@@ -63,8 +64,10 @@ def test_the_runtime_is_governed_end_to_end(tmp_path: Path, runtime: str) -> Non
     # The held call waited for the operator, then ran.
     assert report["operator"] == {"ran_before_decision": False, "decided": 200}
     assert {"APPROVED.txt", "hello.txt"} <= set(report["files"])
-    # SessionStart's and UserPromptSubmit's context reached the model's first request.
+    # SessionStart's and UserPromptSubmit's context, and what the agent learned, reached
+    # the model's first request.
     assert SESSION_CONTEXT in requests[0] and PROMPT_CONTEXT in requests[0]
+    assert LESSON in requests[0]
 
     with harness.stored(tmp_path, ADMIN_KEY) as client:
         sessions = client.get("/api/sessions", params={"limit": 50}).json()["items"]
@@ -107,7 +110,7 @@ def test_opencode_completes_with_the_server_down(tmp_path: Path) -> None:
     assert report["kept_text"] == "gone\n"
     events = harness.hook_failures(tmp_path)
     assert events[:2] == ["SessionStart", "UserPromptSubmit"]
-    assert "PreToolUse" in events and "PostToolUse" in events
+    assert {"PreToolUse", "PostToolUse", "Stop"} <= set(events)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
