@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from cli.hook_waits import installed_plugin_settings, installed_waits
 from cli.main import main as cli_main
-from cli.opencode_plugin import KILO, OPENCODE, PluginRuntime
+from cli.opencode_plugin import KILO, OPENCODE, PluginRuntime, sdk_start_up_wait
 from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
@@ -226,10 +226,13 @@ def test_the_cli_writes_its_plugin_beside_the_users_and_removes_only_its_own(
     lock = json.loads((config / "package-lock.json").read_text())
     assert lock["packages"][""]["dependencies"] == {spec.sdk: "*"}
     assert (config / "node_modules").is_dir()
+    assert sdk_start_up_wait(spec, config) is None  # what doctor checks
     assert cli_main(["hook", "install", spec.runtime, str(tmp_path), "--http"]) == 1
     assert cli_main(["hook", "uninstall", spec.runtime, str(tmp_path)]) == 0
     assert not plugin.exists() and mine.exists()
     assert not (config / "package-lock.json").exists() and not (config / "node_modules").exists()
+    found = sdk_start_up_wait(spec, config)
+    assert found and found.startswith(f"{spec.sdk} is neither installed nor recorded")
 
 
 def test_an_installed_sdk_and_a_foreign_file_are_left_alone(tmp_path: Path) -> None:
