@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from api.app import create_app
 from cli.hook_waits import installed_plugin_settings, installed_waits
@@ -19,6 +22,7 @@ from cli.opencode_plugin import KILO, OPENCODE, PluginRuntime, sdk_start_up_wait
 from domain.hook_dispatch import Decision
 from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
+from ingest.runtimes.claude_code import HookPayloadError
 from ingest.runtimes.opencode import decision_to_opencode, opencode_payload_to_event
 from ingest.runtimes.runtimes import RUNTIMES
 
@@ -245,3 +249,34 @@ def test_an_installed_sdk_and_a_foreign_file_are_left_alone(tmp_path: Path) -> N
     OPENCODE.path(tmp_path).write_text("// someone else's\n")
     assert cli_main(["hook", "install", "opencode", str(tmp_path), "--url", URL]) == 1
     assert OPENCODE.path(tmp_path).read_text() == "// someone else's\n"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+_HOOKS = st.sampled_from(["event", "chat.message", "tool.execute.before", "tool.execute.after"])
+
+
+@given(
+    hook=_HOOKS,
+    given_=st.dictionaries(
+        st.sampled_from(["sessionID", "tool", "callID", "args", "type", "properties"]), _JSON
+    ),
+    produced=st.dictionaries(st.sampled_from(["args", "parts", "message"]), _JSON),
+)
+@examples(max_examples=200, deadline=None)
+def test_any_body_the_plugin_might_post_maps_or_is_refused(
+    hook: str, given_: dict[str, Any], produced: dict[str, Any]
+) -> None:
+    """Whatever a hook hands the plugin, the adapter maps it or refuses it cleanly, never fails."""
+    try:
+        ev = opencode_payload_to_event({"hook": hook, "input": given_, "output": produced})
+    except HookPayloadError:
+        return
+    if ev is not None:
+        assert ev.agent == "opencode"
+        assert ev.tool_input is None or isinstance(ev.tool_input, dict)
