@@ -182,7 +182,10 @@ def main() -> int:
                 work, TERM="dumb", TACHOGRAPH_AGENT_TOKEN=token.strip(), **switches
             )
             argv = [args.agent, "run", "--format", "json", "--print-logs", PROMPT]
-            report = harness.run_against(api, argv, env=env, cwd=project)
+            stderr = work / "cli-stderr.log"
+            report = harness.run_against(api, argv, env=env, cwd=project, stderr_file=stderr)
+            # What the CLI logs when it installs its plugin SDK before loading plugins.
+            report["sdk_install_tried"] = "dependency install" in stderr.read_text()
     finally:
         if serve is not None:
             harness.stop_serve(serve)
