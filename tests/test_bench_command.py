@@ -144,6 +144,9 @@ def assert_hook_latency_shape(latency: dict[str, Any]) -> None:
         latency["http"]["keep_alive"],
         latency["http"]["new_connection"],
     ]
+    # OpenCode's and Kilo's plugin, where a JavaScript runtime is there to load it in.
+    assert set(latency["plugin_hooks"]) <= {"opencode", "kilo"}
+    series += latency["plugin_hooks"].values()
     for figure in series:
         assert 0 < figure["p50_ms"] <= figure["p99_ms"] and figure["errors"] == 0, figure
     target = latency["targets"]["http_p50_ms"]
