@@ -1,6 +1,7 @@
 """Approvals on every runtime's hook path through a real `serve` (both stores): Codex,
-Gemini CLI and Copilot CLI (their captured PreToolUse payloads) and Coder's signed
-pre_tool_use, each allowed, denied and timed out, answered in the runtime's own format.
+Gemini CLI, Copilot CLI, Qwen Code, Factory Droid and Cline (their captured PreToolUse
+payloads) and Coder's signed pre_tool_use, each allowed, denied and timed out, answered
+in the runtime's own format.
 Claude Code's paths are in tests/test_approvals_api.py."""
 
 from __future__ import annotations
@@ -84,6 +85,17 @@ def droid(command: str) -> tuple[str, dict[str, Any]]:
     )
 
 
+def cline(command: str) -> tuple[str, dict[str, Any]]:
+    # Cline's `run_commands` is recorded as `Bash` with its commands as one `command`.
+    payload = captured("cline/basic/02-PreToolUse.json")
+    call = {**payload["tool_call"], "id": f"call_{uuid.uuid4().hex[:12]}"}
+    return "/hooks/cline/PreToolUse", {
+        **payload,
+        "sessionContext": {"rootSessionId": str(uuid.uuid4())},
+        "tool_call": {**call, "input": {"commands": [command]}},
+    }
+
+
 def allowed(runtime: str, answer: dict[str, Any]) -> bool:
     return answer == {}
 
@@ -94,6 +106,9 @@ def denied(runtime: str, answer: dict[str, Any]) -> str:
         output = answer["hookSpecificOutput"]
         assert output["permissionDecision"] == "deny", answer
         return str(output["permissionDecisionReason"])
+    if runtime == "cline":  # a cancel, which also ends Cline's run
+        assert answer["cancel"] is True, answer
+        return str(answer["errorMessage"])
     if runtime == "gemini":
         assert answer["decision"] == "deny", answer
         return str(answer["reason"])
@@ -107,6 +122,7 @@ RUNTIMES: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "copilot": copilot,
     "qwen": qwen,
     "droid": droid,
+    "cline": cline,
 }
 
 
