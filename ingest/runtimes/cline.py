@@ -210,6 +210,17 @@ def _event_facts(
         mapped["is_interrupt"] = True
 
 
+def takes_learned(ev: LifecycleEvent) -> bool:
+    """Whether Cline is told its agent's learned content with this event: Cline reads no
+    answer at session start or with a prompt (those hooks run detached), so it is told
+    with the results of a run's first model iteration, where it reads context."""
+    return (
+        ev.agent == AGENT
+        and ev.event in (POST_TOOL_USE, POST_TOOL_USE_FAILURE)
+        and ev.detail.get("iteration") == 1
+    )
+
+
 def decision_to_cline(event: str, decision: Decision) -> tuple[dict[str, Any], str | None]:
     """Cline's hook answer, plus an audit note saying what Cline was actually answered
     when that is not the decision."""

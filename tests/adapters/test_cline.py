@@ -27,6 +27,7 @@ from ingest.runtimes.cline import (
     INSTALLED_EVENTS,
     cline_payload_to_event,
     decision_to_cline,
+    takes_learned,
 )
 from ingest.runtimes.cline_tools import native_input
 from ingest.runtimes.runtimes import RUNTIMES, runtime_for
@@ -83,6 +84,9 @@ def test_a_run_maps_to_the_normalised_events_with_claude_codes_tools() -> None:
     with pytest.raises(ValueError, match="needs its event"):
         cline_payload_to_event({"taskId": "t"})
     assert runtime_for("cline") is RUNTIMES["cline"]
+    # Learned content goes with the first iteration's tool results, the first place the
+    # model reads an answer: not at TaskStart (detached), not on later iterations.
+    assert [takes_learned(ev) for ev in events] == [False, False, True, False, False, False]
 
 
 def test_failures_resumes_prompts_and_spawned_agents() -> None:
