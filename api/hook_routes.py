@@ -66,7 +66,7 @@ from ingest.service import Hold, HookIngest, Ingested
 from services.tool_policy import tool_policy_for
 
 # The runtimes served by /hooks/{runtime}; Claude Code and Coder have their own routes.
-HOOK_RUNTIMES: Final = ("codex", "gemini", "copilot", "qwen", "droid", "opencode", "kilo")
+HOOK_RUNTIMES: Final = ("codex", "gemini", "copilot", "qwen", "droid", "cline", "opencode", "kilo")
 EVENTS_ROUTE: Final = "/api/sessions/{session_id}/events"
 _EVENT_NAME: Final = re.compile(EVENT_NAME_PATTERN)
 _TEXT_CHECKED: Final = {TEXT_CHECKED: True}

@@ -38,6 +38,11 @@ PAYLOADS: Final = {
     "gemini": ("gemini/basic/07-BeforeTool.json", "BeforeTool"),
     "copilot": ("copilot/basic/04-preToolUse.json", "preToolUse"),
 }
+# Runtimes that run a hook file Tachograph writes (no command line in a settings file):
+# their payload, and where `hook install` puts the pre-tool file under a home.
+FILE_HOOKS: Final = {
+    "cline": ("cline/basic/02-PreToolUse.json", Path(".cline") / "hooks" / "PreToolUse"),
+}
 CLAUDE_HTTP_BODY: Final = "claude-code-2.1.328/basic/http/02-PreToolUse.http.json"
 HTTP_TARGET_P50_MS: Final = 3.0
 COMMAND_TARGET_VS_TRACEKIT: Final = 0.25
@@ -141,6 +146,36 @@ def installed_command(runtime: str, url: str, home: Path) -> str:
 def installed_commands(url: str, root: Path) -> dict[str, str]:
     """The pre-tool command of each runtime, each installed in a home of its own."""
     return {runtime: installed_command(runtime, url, root / runtime) for runtime in HOOK_FILES}
+
+
+def file_hook(runtime: str, url: str, root: Path, env: dict[str, str]) -> tuple[str, Contender]:
+    """A runtime's pre-tool hook file as `tachograph hook install <runtime>` writes it, run as
+    the runtime runs it (Cline: `sh <file>`, from its shebang) with its captured payload,
+    each call its own tool call id."""
+    home, project = root / runtime, root / "project"
+    subprocess.run(
+        [sys.executable, "-m", "cli.main", "hook", "install", runtime, str(home), "--url", url],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    relative, hook = FILE_HOOKS[runtime]
+    text = (FIXTURES / relative).read_text(encoding="utf-8").replace("<WORK>", str(project))
+    body = json.loads(text)
+
+    def run(i: int) -> subprocess.CompletedProcess[bytes]:
+        call = {**body["tool_call"], "id": f"{body['tool_call']['id']}-{i}"}
+        return subprocess.run(
+            ["sh", str(home / hook)],
+            input=json.dumps({**body, "tool_call": call}).encode(),
+            capture_output=True,
+            env=env,
+            cwd=project,
+            timeout=SPAWN_TIMEOUT_S,
+            check=False,
+        )
+
+    return f"sh {home / hook}", Contender(run, answered_json)
 
 
 @dataclass
@@ -316,6 +351,8 @@ def bench_hook_latency(
         )
         for runtime, (relative, _) in PAYLOADS.items()
     }
+    for runtime in FILE_HOOKS:
+        commands[runtime], contenders[f"tachograph_{runtime}"] = file_hook(runtime, url, root, env)
     contenders["claude_server_down"] = Contender(
         spawned(commands["claude_server_down"], env, project, claude_body), failed_open
     )
@@ -374,7 +411,9 @@ def bench_hook_latency(
 def figure(
     n: int, series: dict[str, Any], problems: list[str], kit: Tracekit | str, commands: Any
 ) -> dict[str, Any]:
-    command_hooks = {runtime: series[f"tachograph_{runtime}"] for runtime in PAYLOADS}
+    command_hooks = {
+        runtime: series[f"tachograph_{runtime}"] for runtime in (*PAYLOADS, *FILE_HOOKS)
+    }
     if isinstance(kit, Tracekit):
         tracekit_figure = {**series["tracekit"], "version": kit.version}
         baseline = (
@@ -398,7 +437,8 @@ def figure(
             f"{WARM_UP} untimed: each runtime's PreToolUse command hook as its installer "
             "writes it, spawned `sh -c '<command>'` with the runtime's captured payload on "
             "stdin (each its own tool call id), stdout read to its end and the exit waited "
-            "for, against `tachograph serve` on SQLite (no key, no handlers); the claude "
+            "for (Cline's hook file run `sh <file>`, as Cline runs it), against `tachograph "
+            "serve` on SQLite (no key, no handlers); the claude "
             "hook with nothing listening on its URL (fail-open); a bare `cat` hook; the "
             "same interpreter started with `-S -c pass`; "
             f"{baseline}; POST /hooks/claude over a kept-alive connection (as Claude Code "

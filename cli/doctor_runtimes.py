@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from cli.cline_hook_files import HOOKS_DIR as CLINE_DIR
+from cli.cline_hook_files import own_hooks as cline_hooks
 from cli.copilot_hooks import HOOK_FILE as COPILOT_FILE
 from cli.hook_waits import installed_plugin_settings
 from cli.runtime_hooks import NESTED, own_command
@@ -34,6 +36,7 @@ HOOK_FILES: Final[dict[str, Path]] = {
     "claude": Path(".claude") / "settings.local.json",
     **{name: spec.relative_path for name, spec in NESTED.items()},
     "copilot": COPILOT_FILE,
+    "cline": CLINE_DIR,  # a directory: one executable per event
 }
 # The key every runtime's hooks send (the command client, and the HTTP hooks' header).
 AGENT_TOKEN_ENV: Final = "TACHOGRAPH_AGENT_TOKEN"
@@ -174,13 +177,17 @@ def _hook_files(
     for root in roots:
         for runtime, relative in HOOK_FILES.items():
             path = root / relative
-            if path.is_file() and path.resolve() not in found:
+            if path.exists() and path.resolve() not in found:
                 found.add(path.resolve())
                 yield root, runtime, path
 
 
 def _handlers(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each handler of a hook file with the event it is registered for."""
+    if path.is_dir():  # Cline's hooks directory: Tachograph's files, as commands
+        for event, _, command in cline_hooks(path.parent.parent):
+            yield event, {"command": command}
+        return
     try:
         hooks = json.loads(path.read_text(encoding="utf-8")).get("hooks")
     except (OSError, ValueError, AttributeError):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from cli.cline_hook_files import own_hooks as cline_hooks
 from domain.approval_rules import MAX_TIMEOUT_S
 
 # The runtime's timeout of a held event's hook: the hold and this much more.
@@ -45,6 +46,7 @@ HELD_EVENTS: Final[Mapping[str, frozenset[str]]] = {
     "gemini": frozenset({"BeforeTool"}),
     "qwen": frozenset({"PreToolUse", "PermissionRequest"}),
     "droid": frozenset({"PreToolUse"}),
+    "cline": frozenset({"PreToolUse"}),
     "copilot": frozenset({"preToolUse", "PreToolUse", "permissionRequest", "PermissionRequest"}),
 }
 # The runtimes whose hook timeouts count milliseconds (Qwen Code is a Gemini CLI fork).
@@ -58,6 +60,7 @@ _RUNTIME_DEFAULT_S: Final[Mapping[str, tuple[float, float]]] = {
     "gemini": (60.0, 60.0),
     "qwen": (60.0, 60.0),
     "droid": (60.0, 60.0),
+    "cline": (120.0, 120.0),  # fixed: Cline's hook files set no timeout
     "copilot": (30.0, 30.0),
 }
 # Tachograph's plugin of OpenCode and Kilo (cli/opencode_plugin.py), under a home directory,
@@ -132,6 +135,9 @@ def installed_waits(directory: Path) -> list[HookWait]:
         for event, entry in _entries(hooks):
             if event in HELD_EVENTS[runtime] and _is_tachograph(entry):
                 found.append(_wait_of(path, runtime, event, entry))
+    for event, path, command in cline_hooks(directory):
+        if event in HELD_EVENTS["cline"]:
+            found.append(_wait_of(path, "cline", event, {"command": command}))
     return found + _plugin_waits(directory)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # `tachograph hook <runtime>`: relayed by hook_client.command (ingest/runtimes/runtimes.py).
-COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot", "qwen", "droid")
+COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot", "qwen", "droid", "cline")
 # Runtimes whose hook is a plugin Tachograph writes (cli/opencode_plugin.py), not a command.
 PLUGIN_HOOK_RUNTIMES = ("opencode", "kilo")
 
@@ -305,6 +305,8 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
             )
             if note := install_note(http=args.http, url=url):
                 print(note)
+        elif args.agent == "cline":
+            path = _install_cline(args, url, hold)
         else:
             from cli.runtime_hooks import install_nested, nested_spec
 
@@ -324,6 +326,19 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_cline(args: argparse.Namespace, url: str, hold: int) -> Path:
+    """Cline's hook files (cli/cline_hooks.py), saying when a hold outlasts Cline's wait."""
+    from cli.cline_hooks import install_cline_hooks, install_note
+    from cli.hook_files import HookFileError
+
+    if args.http:
+        raise HookFileError("cline runs command hooks only; drop --http")
+    path = install_cline_hooks(Path(args.dir), url=url, fail_closed=args.fail_closed, hold_s=hold)
+    if note := install_note(hold):
+        print(note, file=sys.stderr)
+    return path
+
+
 def cmd_hook_uninstall(args: argparse.Namespace) -> int:
     """Remove exactly Tachograph's hooks from a runtime's hook file in <dir>."""
     from cli.hook_files import HookFileError
@@ -341,6 +356,10 @@ def cmd_hook_uninstall(args: argparse.Namespace) -> int:
             from cli.copilot_hooks import uninstall_copilot_hooks
 
             path = uninstall_copilot_hooks(Path(args.dir))
+        elif args.agent == "cline":
+            from cli.cline_hooks import uninstall_cline_hooks
+
+            path = uninstall_cline_hooks(Path(args.dir))
         else:
             from cli.runtime_hooks import NESTED, uninstall_nested
 

@@ -1,7 +1,7 @@
 """Command-hook client: `tachograph hook <runtime> [<Event>] [--fail-closed]` (§6.5).
 
-The runtime (claude, codex, gemini, copilot, qwen, droid) spawns this once per hook, on the hot path
-of every tool call. So it imports little: the C socket module on the way to an
+The runtime (claude, codex, gemini, copilot, qwen, droid, cline) spawns this once per hook,
+on the hot path of every tool call. So it imports little: the C socket module on the way to an
 `http://` server (http.client would pull in the email parser, urllib.request ssl); json
 only for an answer that decides something or a failure; urllib for an `https://` URL, a
 runtime adapter for a fail-closed answer, and the log, only when needed. It never
@@ -35,10 +35,11 @@ FAIL_CLOSED_REASON: Final = (
     "Tachograph could not be reached and this hook is fail-closed, so the action is denied."
 )
 USAGE: Final = (
-    "usage: tachograph hook {claude|codex|gemini|copilot|qwen|droid} [<Event>] [--fail-closed]"
+    "usage: tachograph hook {claude|codex|gemini|copilot|qwen|droid|cline} "
+    "[<Event>] [--fail-closed]"
 )
 # The runtimes a hook relays for (ingest/runtimes/runtimes.py holds their adapters).
-RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot", "qwen", "droid")
+RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot", "qwen", "droid", "cline")
 # Hooks delivered by a detached child, so that the hook returns at once (_handed_off).
 DETACHED_EVENTS: Final = frozenset({"SessionEnd", "StopFailure"})
 

@@ -67,6 +67,7 @@ from ingest.ports import (
 )
 from ingest.records import dispatch_created, handler_request
 from ingest.replay import stored_answer
+from ingest.runtimes import cline
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ log = logging.getLogger(__name__)
 # (a rename) makes that append conflict, and the count is then re-read and retried.
 _CONTINUE_RETRIES = 3
 # Where an agent is told what it learned: every runtime's renderer carries context on
-# these (SPEC §8), and they open a session or a turn, so each turn receives it once.
+# these (SPEC §8), and they open a session or a turn, so each turn receives it once
+# (Cline, which reads neither answer, with its first tool results: cline.takes_learned).
 LEARNED_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
 # A denied prompt starts no turn: nothing is delivered with the refusal.
 _LEARNED_OUTCOMES = frozenset({"pass", "modify"})
@@ -442,7 +444,9 @@ class HookIngest:
         the handlers left); and the learned items it carries, None when none."""
         if (
             self._learned is None
-            or ev.event not in LEARNED_EVENTS
+            or not (
+                cline.takes_learned(ev) if ev.agent == cline.AGENT else ev.event in LEARNED_EVENTS
+            )
             or decision.outcome not in _LEARNED_OUTCOMES
         ):
             return decision, None

@@ -1,7 +1,7 @@
 """Approvals on every runtime's hook path through a real `serve` (both stores): Codex,
-Gemini CLI, Copilot CLI, Qwen Code, Factory Droid, OpenCode and Kilo (their captured
-PreToolUse payloads) and Coder's signed
-pre_tool_use, each allowed, denied and timed out, answered in the runtime's own format.
+Gemini CLI, Copilot CLI, Qwen Code, Factory Droid, Cline, OpenCode and Kilo (their
+captured PreToolUse payloads) and Coder's signed pre_tool_use, each allowed, denied and
+timed out, answered in the runtime's own format.
 Claude Code's paths are in tests/test_approvals_api.py."""
 
 from __future__ import annotations
@@ -105,6 +105,17 @@ PLUGIN_CAPTURES = {
 }
 
 
+def cline(command: str) -> tuple[str, dict[str, Any]]:
+    # Cline's `run_commands` is recorded as `Bash` with its commands as one `command`.
+    payload = captured("cline/basic/02-PreToolUse.json")
+    call = {**payload["tool_call"], "id": f"call_{uuid.uuid4().hex[:12]}"}
+    return "/hooks/cline/PreToolUse", {
+        **payload,
+        "sessionContext": {"rootSessionId": str(uuid.uuid4())},
+        "tool_call": {**call, "input": {"commands": [command]}},
+    }
+
+
 def allowed(runtime: str, answer: dict[str, Any]) -> bool:
     return answer == {}
 
@@ -115,6 +126,9 @@ def denied(runtime: str, answer: dict[str, Any]) -> str:
         output = answer["hookSpecificOutput"]
         assert output["permissionDecision"] == "deny", answer
         return str(output["permissionDecisionReason"])
+    if runtime == "cline":  # a cancel, which also ends Cline's run
+        assert answer["cancel"] is True, answer
+        return str(answer["errorMessage"])
     if runtime in PLUGIN_CAPTURES:  # the plugin throws this: the tool result the model reads
         return str(answer["deny"])
     if runtime == "gemini":
@@ -132,6 +146,7 @@ RUNTIMES: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "droid": droid,
     "opencode": plugin("opencode"),
     "kilo": plugin("kilo"),
+    "cline": cline,
 }
 
 

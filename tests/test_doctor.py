@@ -144,6 +144,29 @@ def test_runtime_hooks_that_cannot_work_are_reported(settings: Settings, tmp_pat
     assert result.returncode == 0  # warnings, not failures
 
 
+def unanswered_url() -> str:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
+def test_clines_hook_files_are_checked(settings: Settings, tmp_path: Path) -> None:
+    build_services(settings).close()
+    home, dead = tmp_path / "home", unanswered_url()
+    env = {**env_for(settings), "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin", "HOME": str(home)}
+    installed = tachograph(["hook", "install", "cline", str(home), "--url", dead], env)
+    assert installed.returncode == 0, installed.stderr
+    hook = home / ".cline" / "hooks" / "TaskStart"
+    hook.write_text(hook.read_text().replace(sys.executable, "/no/such/python"))
+    result = doctor(env)
+    warned = [line for line in result.stdout.splitlines() if line.startswith("WARN runtimes:")]
+    assert any(f"cline hooks reach {dead}, which does not answer" in w for w in warned), warned
+    assert any("cline hooks run /no/such/python, which does not exist" in w for w in warned)
+    assert tachograph(["hook", "uninstall", "cline", str(home)], env).returncode == 0
+    assert list((home / ".cline" / "hooks").iterdir()) == []
+
+
 def test_gate_hooks_that_fail_open_and_refused_tokens_are_reported(
     settings: Settings, tmp_path: Path
 ) -> None:

@@ -66,6 +66,8 @@ HOOK_CLIENT_MODULES = {
     "ingest.runtimes.gemini_cli",
     "ingest.runtimes.qwen_code",
     "ingest.runtimes.factory_droid",
+    "ingest.runtimes.cline",
+    "ingest.runtimes.cline_tools",
     "ingest.runtimes.opencode",
     "ingest.runtimes.claude_shaped",
     "ingest.runtimes.patches",

@@ -163,6 +163,15 @@ def tool_event_id(
     return f"{agent}:{mapped.get('agent_session_id', '')}:{event}:{tool_call_id}"
 
 
+def known_outcome(decision: Decision, notes: list[str]) -> str:
+    """The decision's outcome, or deny (said in `notes`) when it is none Tachograph knows."""
+    outcome: object = decision.outcome
+    if isinstance(outcome, str) and outcome in DECISION_OUTCOMES:
+        return outcome
+    notes.append(f"unknown outcome {outcome!r} treated as deny")
+    return "deny"
+
+
 def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], str | None]:
     """Map a combined decision to Claude Code's hook answer, plus an audit note if degraded."""
     notes: list[str] = []
@@ -191,15 +200,6 @@ def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], 
         answer = {}
     _add_context(event, answer, optional_text(decision.additional_context), notes)
     return answer, "; ".join(notes) or None
-
-
-def known_outcome(decision: Decision, notes: list[str]) -> str:
-    """The decision's outcome; one no renderer knows is a deny, and noted so."""
-    outcome: object = decision.outcome
-    if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
-        notes.append(f"unknown outcome {outcome!r} treated as deny")
-        return "deny"
-    return outcome
 
 
 def _pre_tool_use_answer(

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, Final
 
 import ingest.runtimes.claude_code as claude_code
+import ingest.runtimes.cline as cline
 import ingest.runtimes.codex as codex
 import ingest.runtimes.copilot_cli as copilot_cli
 import ingest.runtimes.factory_droid as factory_droid
@@ -104,6 +105,15 @@ DROID: Final = Runtime(
     normalised_events=factory_droid.NORMALISED_EVENTS,
 )
 
+CLINE: Final = Runtime(
+    name="cline",
+    agent=cline.AGENT,
+    to_event=cline.cline_payload_to_event,
+    render=cline.decision_to_cline,
+    gate_events=cline.FAIL_CLOSED_EVENTS,
+    normalised_events=cline.NORMALISED_EVENTS,
+)
+
 # OpenCode and Kilo (its fork) run Tachograph's plugin, which posts their hooks alike.
 OPENCODE: Final = Runtime(
     name="opencode",
@@ -121,7 +131,7 @@ KILO: Final = replace(
 )
 
 RUNTIMES: Final[dict[str, Runtime]] = {
-    r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN, DROID, OPENCODE, KILO)
+    r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN, DROID, CLINE, OPENCODE, KILO)
 }
 
 

@@ -401,9 +401,8 @@ def test_usage_error_exits_one_never_two(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["claude", "PreToolUse", "Stop"]) == 1
     assert main(["claude", "--verbose"]) == 1
     assert main(["cursor", "PreToolUse"]) == 1  # no such runtime
-    assert (
-        "usage: tachograph hook {claude|codex|gemini|copilot|qwen|droid}" in capsys.readouterr().err
-    )
+    usage = "usage: tachograph hook {claude|codex|gemini|copilot|qwen|droid|cline}"
+    assert usage in capsys.readouterr().err
 
 
 def test_module_entry_point_runs_end_to_end(tachograph: FakeTachograph, tmp_path: Path) -> None:

@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[2]
 # The handler ids of the managed hooks every run configures (the audit names them).
 POLICY = "shell-policy"
-CONTEXT_HANDLERS = {"SessionStart": "session-context", "UserPromptSubmit": "prompt-context"}
+CONTEXT_HANDLERS = {
+    "SessionStart": "session-context",
+    "UserPromptSubmit": "prompt-context",
+    "PostToolUse": "tool-context",
+}
 
 
 # Inside the namespace: the drivers
@@ -148,16 +152,38 @@ def driver_args(cli: str) -> tuple[argparse.Namespace, Path, Path]:
 
 
 @contextmanager
-def serving(work: Path, managed: ManagedHooks, *, down: bool) -> Iterator[str]:
+def serving(
+    work: Path,
+    managed: ManagedHooks,
+    *,
+    down: bool,
+    extra_env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
     """The URL hooks are pinned to: a started serve's, or (`down`) a port nothing answers
     on. Serve is stopped and the managed handlers closed afterwards."""
-    serve = None if down else start_serve(work, managed)
+    serve = None if down else start_serve(work, managed, extra_env=extra_env)
     try:
         yield serve.url if serve else f"http://127.0.0.1:{free_port()}"
     finally:
         if serve is not None:
             stop_serve(serve)
         managed.close()
+
+
+def wait_for_any_event(url: str, events: Sequence[str], seconds: float) -> bool:
+    """Until serve has recorded one of `events` in some session (a runtime that delivers
+    its last hooks detached may exit before they arrive); whether one came."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    with httpx.Client(base_url=url, timeout=5) as client:
+        while time.monotonic() < deadline:
+            for session in client.get("/api/sessions").json()["items"]:
+                audit = client.get(f"/api/sessions/{session['id']}/hooks").json()["items"]
+                if any(record["event"] in events for record in audit):
+                    return True
+            time.sleep(0.2)
+    return False
 
 
 def stop_serve(serve: Server) -> None:

@@ -1,6 +1,7 @@
 """Learned content reaches every runtime that takes context (both stores): Codex, Gemini CLI
 and Copilot CLI are told their own agent's lessons at session start and with each prompt,
-in their own answer format, and each such dispatch lists the lesson among its deliveries.
+Cline with its first tool results, in their own answer format, and each such dispatch
+lists the lesson among its deliveries.
 Claude Code and Coder: test_learned_delivery.py."""
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ RUNTIMES: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("copilot/basic/02-userPromptSubmitted.json", "/hooks/copilot/userPromptSubmitted"),
         ],
     ),
+    # Cline reads no answer at session start or with a prompt: it is told with the
+    # results of a run's first model iteration (this capture's `iteration` is 1).
+    "cline": ("cline", [("cline/basic/03-PostToolUse.json", "/hooks/cline/PostToolUse")]),
 }
 
 
