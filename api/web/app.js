@@ -543,7 +543,7 @@ function parseRoute() {
   if (name === "revisions" && arg) return { view: "revision", arg };
   if (name === "stream" && arg) return { view: "stream", arg };
   if (name && name.startsWith("activity")) return { view: "activity", arg: location.hash.split("?")[1] || "" };
-  if (["tasks", "sessions", "approvals", "autonomy", "audit"].includes(name)) return { view: name };
+  if (["tasks", "sessions", "approvals", "autonomy", "policy", "audit"].includes(name)) return { view: name };
   return { view: "tasks" };
 }
 
@@ -2127,6 +2127,9 @@ views.autonomy = () => {
   every(AUTONOMY_INTERVAL_MS, loadRevisions, $("#autonomy-error"));
 };
 
+// The Policy view lives in policy.js.
+views.policy = enterPolicy;
+
 // ---------------------------------------------------------------- one revision
 
 const DELIVERIES_PAGE = 50;
@@ -3061,6 +3064,7 @@ function start() {
   wireSignals();
   wireRevisions();
   wireRevision();
+  wirePolicy();
   $("#timeline-refresh").addEventListener("click", () =>
     guarded($("#session-error"), () => loadSession(sessionView.id)),
   );
