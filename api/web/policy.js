@@ -12,7 +12,7 @@ const SHADOW_PAGES_PER_READ = 20;
 // Lines of unchanged text kept around each change of a diff.
 const DIFF_CONTEXT = 3;
 // Beyond this many line pairs a diff is not computed (sources are at most 256 KiB).
-const DIFF_MAX_CELLS = 4_000_000;
+const DIFF_MAX_CELLS = 1_000_000;
 
 // What an empty view offers to copy: one rule of the policy guide's examples.
 const STARTER_RULE = `version: 1
@@ -35,6 +35,7 @@ const policyView = {
   // Shadow hits read from the log so far: `after` the last position read (null: not started).
   shadowAfter: null,
   shadowHits: [],
+  shadowReading: null, // the read in flight
   // The source shown in the editor came from the scope's active document and was not edited.
   pristine: true,
 };
@@ -85,12 +86,12 @@ function lineDiff(before, after) {
       out.push(["ctx", x[i]]);
       i += 1;
       j += 1;
-    } else if (j < y.length && (i === x.length || lcs[i][j + 1] >= lcs[i + 1][j])) {
+    } else if (i < x.length && (j === y.length || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      out.push(["del", x[i]]); // removed lines before the lines that replace them, as in git
+      i += 1;
+    } else {
       out.push(["add", y[j]]);
       j += 1;
-    } else {
-      out.push(["del", x[i]]);
-      i += 1;
     }
   }
   return out.concat(a.slice(a.length - tail).map((line) => ["ctx", line]));
@@ -226,13 +227,23 @@ function policyRevisionItem(r, previous, active) {
       h("span", { class: "muted" }, `${r.mode} · ${shortDigest(r.digest)} · recorded by ${r.actor} `),
       timeEl(r.recordedAt),
     ),
-    policyDiffBlock(previous ? previous.source : "", r.source, previous ? `Changes from revision ${previous.number}` : "First revision of this scope"),
-    h("h5", null, "Source"),
-    h("pre", { class: "text policy-source" }, r.source),
   );
+  // The diff and source are built when first opened: a long history costs nothing until read.
+  const fill = () => {
+    if (details.childElementCount > 1) return;
+    const label = previous ? `Changes from revision ${previous.number}` : "First revision of this scope";
+    details.append(
+      policyDiffBlock(previous ? previous.source : "", r.source, label),
+      h("h5", null, "Source"),
+      h("pre", { class: "text policy-source" }, r.source),
+    );
+  };
+  if (details.open) fill();
   details.addEventListener("toggle", () => {
-    if (details.open) policyView.open.add(id);
-    else policyView.open.delete(id);
+    if (details.open) {
+      policyView.open.add(id);
+      fill();
+    } else policyView.open.delete(id);
   });
   return h("li", { "data-revision-id": id, "data-number": String(r.number) }, details, policyRevisionAction(r, active));
 }
@@ -288,6 +299,17 @@ async function loadPolicy() {
  * recorded on: no call before it can carry one. Only new events are read on each refresh.
  */
 async function loadShadowHits(revisions) {
+  // A scope change reads while a poll may be reading: one reader at a time, or a hit
+  // would be listed twice.
+  if (!policyView.shadowReading) {
+    policyView.shadowReading = readShadowHits(revisions).finally(() => {
+      policyView.shadowReading = null;
+    });
+  }
+  return policyView.shadowReading;
+}
+
+async function readShadowHits(revisions) {
   if (!revisions.length) return renderShadowHits();
   if (policyView.shadowAfter === null) {
     policyView.shadowAfter = Math.max(0, Math.min(...revisions.map((r) => r.position)) - 1);

@@ -215,4 +215,25 @@ def test_a_workspace_gets_its_own_document_beside_the_global_one(
     page.has_text("#policy-active [data-scope='default']", "no-download-here")
     page.has_text(f"#policy-revisions li[data-revision-id='{mine['id']}']", "active")
     assert page.text("#policy-revisions").count("Revision ") == 1
+
+    # A changed line is one line removed and one added, the rest folded as unchanged.
+    reworded = workspace_rule.replace("nobody reviewed.", "nobody here reviewed.")
+    apply(page, reworded)
+    page.has_text("#policy-editor-done", "Revision 2 is recorded and active")
+    newest = site.api.get("/api/policy/revisions", workspaceId="default")["items"][0]
+    item = f"#policy-revisions li[data-revision-id='{newest['id']}']"
+    page.visible(f"{item} summary").click()
+    page.has_text(f"{item} .policy-diff", "+1 −1")
+    kinds = [
+        (line.get_attribute("data-kind"), line.text.split(":")[0])
+        for line in page.find_all(f"{item} .policy-diff .dl[data-kind]")
+    ]
+    assert kinds == [
+        ("ctx", "        command.hosts.size() > 0"),
+        ("ctx", '          && command.commands.exists(c, c.program in ["sh", "bash", "zsh"])'),
+        ("ctx", "      then"),
+        ("del", "-     reason"),
+        ("add", "+     reason"),
+    ]
+    assert page.has_text(f"{item} .policy-diff", "⋯ 4 unchanged lines")
     assert page.console_errors() == []
