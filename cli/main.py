@@ -461,6 +461,13 @@ def build_parser() -> argparse.ArgumentParser:
         func=lambda args: cli_log(_log_settings(args), args, sys.stdout)
     )
     add_witness_parser(sub)
+    from cli.policy_test import add_test_parser, cli_policy_test
+
+    policy = sub.add_parser("policy", help="policy documents: rules evaluated on the hook path")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    add_test_parser(policy_commands).set_defaults(
+        func=lambda args: cli_policy_test(_log_settings(args), args, sys.stdout)
+    )
 
     bench = sub.add_parser("bench", help="benchmarks beside same-run baselines")
     bench.add_argument("--store", choices=["sqlite", "postgres"])
