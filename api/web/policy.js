@@ -417,8 +417,16 @@ function backtestSummary(result) {
     `${plural(changed.ask || 0, "call")} held for a person`,
     `${plural(changed.context || 0, "call")} given context`,
   ];
+  const by = result.unjudgedBy || {};
+  const why = [
+    [by.noFacts, "recorded without their facts"],
+    [by.redactedInput, "their input redacted"],
+    [by.truncated, "their facts cut to size"],
+  ]
+    .filter(([n]) => n)
+    .map(([n, words]) => `${n} ${words}`);
   const unjudged = result.unjudged
-    ? ` ${plural(result.unjudged, "call")} could not be judged: their recorded facts were cut.`
+    ? ` ${plural(result.unjudged, "call")} could not be judged${why.length ? ` (${why.join(", ")})` : ""}.`
     : "";
   return `${plural(result.evaluated, "recorded call")} evaluated. Decided differently from what happened: ` +
     `${parts.join(", ")}.${unjudged}`;
@@ -439,7 +447,14 @@ function backtestRow(rule) {
   return h(
     "tr",
     { "data-rule-id": rule.id },
-    h("td", null, h("code", null, rule.id)),
+    h(
+      "td",
+      null,
+      h("code", null, rule.id),
+      " ",
+      h("span", { class: "muted" }, [rule.then, rule.mode === "shadow" ? "shadow" : null].filter(Boolean).join(", ")),
+      rule.errors ? h("div", { class: "error" }, `its expression failed on ${plural(rule.errors, "call")}`) : null,
+    ),
     h("td", { class: "num" }, String(rule.hits)),
     h("td", null, examples.length ? h("ul", { class: "policy-examples" }, examples) : h("span", { class: "muted" }, "—")),
   );
@@ -462,7 +477,7 @@ async function runBacktest(button) {
     setText($("#policy-backtest-summary"), backtestSummary(result));
     $("#policy-backtest-rules").replaceChildren(...(result.rules || []).map(backtestRow));
     $("#policy-backtest-result").hidden = false;
-    setText($("#policy-editor-done"), "Backtest done: nothing was recorded but who ran it.");
+    setText($("#policy-editor-done"), "Backtest done. No revision was recorded; the log notes only who ran which document.");
   } catch (error) {
     showMessage($("#policy-editor-error"), `Refused: ${policyProblem(error)}`);
   } finally {

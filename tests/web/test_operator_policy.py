@@ -10,6 +10,7 @@ the API rather than assuming it ran first.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -236,4 +237,52 @@ def test_a_workspace_gets_its_own_document_beside_the_global_one(
         ("add", "+     reason"),
     ]
     assert page.has_text(f"{item} .policy-diff", "⋯ 4 unchanged lines")
+    assert page.console_errors() == []
+
+
+def test_a_backtest_shows_what_a_candidate_would_have_done_to_the_recorded_calls(
+    browser: Browser, site: Site
+) -> None:
+    browser.expect_console(failed_request("/api/policy/backtest", 422))  # the window below
+    agent = {"x-tachograph-key": mint(site, "agent", None, workspaceId="default")}
+    secret = f"/home/dev/repo/backtest-{uuid.uuid4().hex[:8]}.env"
+    session = str(uuid.uuid4())
+    for _ in range(3):
+        body = pre_tool_use(session, "")
+        body["tool_name"], body["tool_input"] = "Read", {"file_path": secret}
+        answered = site.api.http.post("/hooks/claude", json=body, headers=agent)
+        assert answered.status_code == 200 and answered.json() == {}  # it ran
+    candidate = (
+        "version: 1\nrules:\n  - id: secret-reads\n"
+        f'    when: paths.exists(p, p == "{secret}")\n'
+        "    then: deny\n    reason: Keep out of key files."
+    )
+    before = site.api.get("/api/policy/revisions", all="true")["items"]
+    page = policy_page(browser, site, mint(site, "operator", "otto"))
+    write(page, candidate)
+    # A window that ends before it starts is refused, with the server's reason.
+    page.js("document.querySelector('#policy-since').value = '2026-01-02T00:00'")
+    page.js("document.querySelector('#policy-until').value = '2026-01-01T00:00'")
+    page.find("#policy-backtest").click()
+    page.has_text("#policy-editor-error", "since must be before until")
+    # From an hour ago on: the three reads, denied where they ran.
+    page.js(
+        "document.querySelector('#policy-since').value = isoToLocal(arguments[0]);"
+        "document.querySelector('#policy-until').value = ''",
+        (datetime.now(UTC) - timedelta(hours=1)).isoformat(),
+    )
+    page.find("#policy-backtest").click()
+    summary = page.has_text("#policy-backtest-summary", "evaluated")
+    assert "3 calls denied, 0 calls held for a person, 0 calls given context" in summary
+    row = "#policy-backtest-rules tr[data-rule-id='secret-reads']"
+    assert page.find(f"{row} td.num").text == "3"
+    examples = page.find_all(f"{row} li")
+    assert len(examples) == 3
+    assert all(secret in e.text and "(recorded: pass)" in e.text for e in examples)
+    session_link = page.find(f"{row} li a").get_attribute("href") or ""
+    assert "#sessions/" in session_link
+    # Trying a candidate records no revision.
+    assert site.api.get("/api/policy/revisions", all="true")["items"] == before
+    page.js("document.querySelector(arguments[0]).scrollIntoView()", "#policy-backtest-title")
+    page.screenshot("policy-backtest")
     assert page.console_errors() == []
