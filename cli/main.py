@@ -452,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.keys import add_parser as add_keys_parser
     from cli.log_proofs import add_parser as add_log_parser
     from cli.log_proofs import cli_log
+    from cli.policy import add_parser as add_policy_parser
     from cli.witness import add_parser as add_witness_parser
 
     add_keys_parser(sub)
@@ -461,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
         func=lambda args: cli_log(_log_settings(args), args, sys.stdout)
     )
     add_witness_parser(sub)
+    add_policy_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks beside same-run baselines")
     bench.add_argument("--store", choices=["sqlite", "postgres"])
