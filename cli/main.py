@@ -402,6 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=OUTCOME_WORDS,
         help="the decision, in either column's words (deny or denied, pass or allowed, ...)",
     )
+    activity.add_argument(
+        "--rule", dest="rule_id", help="the calls this policy rule decided, or would have"
+    )
+    activity.add_argument("--policy-mode", choices=["enforce", "shadow"])
     activity.add_argument("--since", help=f"calls at or after: {TIME_FORMS}")
     activity.add_argument("--until", help=f"calls before: {TIME_FORMS}")
     activity.add_argument("--limit", type=int, default=50)

@@ -17,6 +17,7 @@ from api.app import create_app
 from bootstrap import Services
 from infra.settings import Settings
 from projections.replay import replay
+from tests.support import run_cli
 from tests.test_agent_adapters_api import claude_session
 from tests.test_policy_api import NO_FORCE_PUSH, decision_of, pre_tool_use, record
 
@@ -29,7 +30,9 @@ def post_tool_use(pre: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_every_read_surface_names_the_rule_and_a_rebuild_agrees(client: TestClient) -> None:
+def test_every_read_surface_names_the_rule_and_a_rebuild_agrees(
+    client: TestClient, settings: Settings
+) -> None:
     revision = record(client, NO_FORCE_PUSH)
     assert client.post(f"/api/policy/revisions/{revision['id']}/activate").status_code == 200
     agent_session = str(uuid.uuid4())
@@ -77,12 +80,28 @@ def test_every_read_surface_names_the_rule_and_a_rebuild_agrees(client: TestClie
 
     everything = activity(sessionId=session)
     assert [a["policy"] for a in everything] == [None, shadowed, denied]  # newest first
+    # The rule that denied is also who decided; a shadow rule decided nothing.
+    reason = "Force-pushing rewrites shared history; push a new commit instead."
+    assert [(a["decidedBy"]["kind"], a["decidedBy"]["id"]) for a in everything] == [
+        ("none", None),
+        ("none", None),
+        ("policy", "no-force-push"),
+    ]
+    assert everything[-1]["decidedBy"]["reason"] == reason
+    assert by_call[push["tool_use_id"]]["decidedBy"] == everything[-1]["decidedBy"]
     assert [a["toolCallId"] for a in activity(ruleId="no-force-push")] == [push["tool_use_id"]]
     assert [a["toolCallId"] for a in activity(ruleId="env-files", outcome="pass")] == [
         env["tool_use_id"]
     ]
     assert [a["policy"]["ruleId"] for a in activity(policyMode="shadow")] == ["env-files"]
     assert activity(ruleId="no-such-rule") == []
+    # The CLI searches as the API does.
+    searched = run_cli(settings, "activity", "--rule", "env-files", "--format", "ndjson")
+    assert searched.returncode == 0, searched.stderr
+    assert [json.loads(line)["policy"] for line in searched.stdout.splitlines()] == [shadowed]
+    table = run_cli(settings, "activity", "--policy-mode", "enforce")
+    assert table.returncode == 0 and len(table.stdout.splitlines()) == 2, table.stdout
+    assert "policy:no-force-push" in table.stdout
     for bad in ({"ruleId": "no force"}, {"ruleId": "x" * 65}, {"policyMode": "audit"}):
         response = client.get("/api/activity", params=bad)
         assert response.status_code == 422, (bad, response.text)
