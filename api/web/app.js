@@ -1735,7 +1735,7 @@ function setAllTurns(open) {
 
 // ---------------------------------------------------------------- auditor search
 
-const ACTIVITY_FILTERS = ["contains", "tool", "workspaceId", "sessionId", "outcome", "since", "until"];
+const ACTIVITY_FILTERS = ["contains", "tool", "workspaceId", "sessionId", "outcome", "ruleId", "since", "until"];
 const activityView = { next: null, query: "" };
 
 function localToIso(value) {
@@ -1758,9 +1758,16 @@ function activityRow(item) {
     h("td", null, link(`#sessions/${item.sessionId}`, sessionName(item.sessionId, item.sessionTitle))),
     h("td", null, item.tool || "?"),
     h("td", null, h("code", null, item.summary || "")),
-    h("td", null, badge(item.decision), decidedByNote(item)),
+    h("td", null, badge(item.decision), decidedByNote(item), shadowNote(item)),
     h("td", null, callStatusBadge(item.status)),
   );
+}
+
+/** A shadow rule that would have decided the call (it changed nothing: docs/policy.md). */
+function shadowNote(item) {
+  const hit = item.policy;
+  if (!hit || hit.mode !== "shadow") return null;
+  return h("span", { class: "muted shadow-hit" }, ` shadow rule ${hit.ruleId} would have: ${hit.outcome}`);
 }
 
 async function loadActivity(query, append) {

@@ -5,10 +5,8 @@
 "use strict";
 
 const POLICY_INTERVAL_MS = 5000;
-// Shadow hits kept on the page, newest first; older ones stay in the log and its exports.
+// Shadow hits shown, newest first; the Activity view pages through the rest of a rule's.
 const SHADOW_SHOWN = 100;
-// Pages of the log read per refresh while catching up, so a long log never blocks a poll.
-const SHADOW_PAGES_PER_READ = 20;
 // Lines of unchanged text kept around each change of a diff.
 const DIFF_CONTEXT = 3;
 // Beyond this many line pairs a diff is not computed (sources are at most 256 KiB).
@@ -32,19 +30,16 @@ const policyView = {
   open: new Set(), // revision ids whose details the operator opened
   // Every revision of every scope: id → {number, workspaceId}, to name a shadow hit's revision.
   known: new Map(),
-  // Shadow hits read from the log so far: `after` the last position read (null: not started).
-  shadowAfter: null,
-  shadowHits: [],
-  shadowReading: null, // the read in flight
+  shadowHits: [], // the newest activity rows a shadow rule would have decided
   // The source shown in the editor came from the scope's active document and was not edited.
   pristine: true,
 };
 
-function scopeName(workspaceId) {
+function policyScopeName(workspaceId) {
   return workspaceId ? `workspace ${workspaceId}` : "global";
 }
 
-function chosenScope() {
+function chosenPolicyScope() {
   return $("#policy-scope").value || null;
 }
 
@@ -195,7 +190,7 @@ function policyRevisionAction(r, active) {
 }
 
 async function changePolicyRevision(button, r, active, rollback) {
-  const scope = scopeName(r.workspaceId);
+  const scope = policyScopeName(r.workspaceId);
   const now = active ? `revision ${active.number}` : "no document";
   const changed = await command(button, {
     title: rollback ? `Roll back the ${scope} policy to revision ${r.number}?` : `Activate revision ${r.number}?`,
@@ -269,13 +264,13 @@ function renderPolicyRevisions(items, history) {
 }
 
 async function loadPolicy() {
-  const scope = chosenScope();
+  const scope = chosenPolicyScope();
   const [active, revisions, everyScope] = await Promise.all([
     api("/api/policy"),
     api(`/api/policy/revisions${scopeQuery(scope)}`),
     api("/api/policy/revisions?all=true"),
   ]);
-  if (scope !== chosenScope()) return; // the operator chose another scope meanwhile
+  if (scope !== chosenPolicyScope()) return; // the operator chose another scope meanwhile
   for (const r of everyScope.items) policyView.known.set(r.id, { number: r.number, workspaceId: r.workspaceId });
   policyView.active = active.items;
   policyView.scopeRevisions = revisions.items;
@@ -287,70 +282,45 @@ async function loadPolicy() {
     applyRole($("#view-policy"));
   }
   fillEditor(false);
-  await loadShadowHits(everyScope.items);
+  await loadShadowHits();
   setText($("#policy-updated"), `Updated ${fmtClock(new Date().toISOString())} UTC`);
 }
 
 // ---------------------------------------------------------------- shadow hits
 
-/**
- * The dispatches a shadow rule would have decided, read from the log (HookDispatch.Created
- * carries `policy: {revision_id, rule_id, mode, outcome}`) from the first revision ever
- * recorded on: no call before it can carry one. Only new events are read on each refresh.
- */
-async function loadShadowHits(revisions) {
-  // A scope change reads while a poll may be reading: one reader at a time, or a hit
-  // would be listed twice.
-  if (!policyView.shadowReading) {
-    policyView.shadowReading = readShadowHits(revisions).finally(() => {
-      policyView.shadowReading = null;
-    });
-  }
-  return policyView.shadowReading;
+/** The newest tool calls a shadow rule would have decided (activity rows carry `policy`). */
+async function loadShadowHits() {
+  const page = await api(`/api/activity?policyMode=shadow&limit=${SHADOW_SHOWN}`);
+  policyView.shadowHits = page.items;
+  renderShadowHits(Boolean(page.next));
 }
 
-async function readShadowHits(revisions) {
-  if (!revisions.length) return renderShadowHits();
-  if (policyView.shadowAfter === null) {
-    policyView.shadowAfter = Math.max(0, Math.min(...revisions.map((r) => r.position)) - 1);
-  }
-  for (let page = 0; page < SHADOW_PAGES_PER_READ; page += 1) {
-    const read = await api(`/api/events?type=HookDispatch.Created&limit=500&after=${policyView.shadowAfter}`);
-    for (const event of read.events) {
-      const policy = event.data.policy;
-      if (policy && policy.mode === "shadow") policyView.shadowHits.unshift(event);
-      policyView.shadowAfter = Math.max(policyView.shadowAfter, event.position);
-    }
-    if (!read.next) break;
-  }
-  policyView.shadowHits.length = Math.min(policyView.shadowHits.length, SHADOW_SHOWN);
-  return renderShadowHits();
-}
-
-function shadowRow(event) {
-  const d = event.data;
-  const revision = policyView.known.get(d.policy.revision_id);
-  const where = revision ? `${scopeName(revision.workspaceId)}, revision ${revision.number}` : shortId(d.policy.revision_id);
+function shadowRow(item) {
+  const hit = item.policy;
+  const revision = policyView.known.get(hit.revisionId);
+  const where = revision ? `${policyScopeName(revision.workspaceId)}, revision ${revision.number}` : shortId(hit.revisionId);
+  const rule = link(`#activity?${new URLSearchParams({ ruleId: hit.ruleId })}`, hit.ruleId);
+  setAttr(rule, "title", `Every call rule ${hit.ruleId} decided or would have`);
   return h(
     "tr",
-    { "data-position": String(event.position), "data-rule-id": d.policy.rule_id },
-    h("td", { class: "when" }, timeEl(event.at)),
-    h("td", null, link(`#sessions/${d.session_id}`, sessionName(d.session_id, null))),
-    h("td", null, d.tool_name || d.event_name),
-    h("td", null, h("code", null, (d.facts && d.facts.input_summary) || "")),
-    h("td", null, h("code", null, d.policy.rule_id), " ", h("span", { class: "muted" }, `(${where})`)),
-    h("td", null, badge(d.policy.outcome), d.policy.error ? h("span", { class: "muted" }, ` expression failed: ${d.policy.error}`) : null),
-    h("td", null, badge(d.outcome)),
+    { "data-position": String(item.position), "data-rule-id": hit.ruleId },
+    h("td", { class: "when" }, timeEl(item.at)),
+    h("td", null, link(`#sessions/${item.sessionId}`, sessionName(item.sessionId, item.sessionTitle))),
+    h("td", null, item.tool || "?"),
+    h("td", null, h("code", null, item.summary || "")),
+    h("td", null, h("code", null, rule), " ", h("span", { class: "muted" }, `(${where})`)),
+    h("td", null, badge(hit.outcome), hit.error ? h("span", { class: "muted" }, ` expression failed: ${hit.error}`) : null),
+    h("td", null, badge(item.decision)),
   );
 }
 
-function renderShadowHits() {
+function renderShadowHits(more) {
   const hits = policyView.shadowHits;
   const rows = $("#policy-shadow-rows");
   const shown = Array.from(rows.children, (row) => row.dataset.position).join();
   if (shown !== hits.map((e) => String(e.position)).join()) rows.replaceChildren(...hits.map(shadowRow));
   $("#policy-shadow-empty").hidden = hits.length > 0;
-  setText($("#policy-shadow-count"), hits.length ? `(${hits.length}${hits.length === SHADOW_SHOWN ? ", the newest" : ""})` : "");
+  setText($("#policy-shadow-count"), hits.length ? `(${more ? `the newest ${hits.length}` : hits.length})` : "");
 }
 
 // ---------------------------------------------------------------- the candidate document
@@ -358,7 +328,7 @@ function renderShadowHits() {
 /** Put the chosen scope's active source in the editor unless the operator has edited it. */
 function fillEditor(force) {
   if (!force && !policyView.pristine) return;
-  const scope = chosenScope();
+  const scope = chosenPolicyScope();
   const active = policyView.active.find((r) => (r.workspaceId || null) === scope);
   const source = $("#policy-source");
   const text = active ? active.source : "";
@@ -368,7 +338,7 @@ function fillEditor(force) {
 
 function editorInput() {
   showMessage($("#policy-editor-error"), "");
-  return { source: $("#policy-source").value, workspaceId: chosenScope() };
+  return { source: $("#policy-source").value, workspaceId: chosenPolicyScope() };
 }
 
 /** A refusal in words: a 422 names the rule and its problem, as the API does. */
@@ -382,7 +352,7 @@ function policyProblem(error) {
 async function applyCandidate(button) {
   const input = editorInput();
   if (!input.source.trim()) return showMessage($("#policy-editor-error"), "Write a document first.");
-  const scope = scopeName(input.workspaceId);
+  const scope = policyScopeName(input.workspaceId);
   const body = input.workspaceId ? input : { source: input.source };
   let recorded = null;
   const changed = await command(button, {

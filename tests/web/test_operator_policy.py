@@ -173,6 +173,15 @@ def test_a_call_a_shadow_rule_would_have_denied_is_listed_while_it_ran(
     assert [b.text for b in page.find_all(f"{row} .badge")] == ["deny", "pass"]
     page.js("document.querySelector(arguments[0]).scrollIntoView()", "#policy-shadow-title")
     page.screenshot("policy-shadow-hits")
+    # The rule opens the Activity view filtered to every call it decided or would have.
+    page.find(f"{row} a[href^='#activity']").click()
+    page.until(lambda: page.find("#activity-form input[name='ruleId']").get_attribute("value"))
+    assert page.find("#activity-form input[name='ruleId']").get_attribute("value") == "env-files"
+    found = page.has_text(
+        f"#activity-rows tr[data-position='{answered.headers['x-tachograph-position']}']",
+        "shadow rule env-files would have: deny",
+    )
+    assert "/home/dev/repo/.env" in found
     assert page.console_errors() == []
 
 
