@@ -557,7 +557,7 @@ def run_bench(
     seconds, n = (3, 200) if quick else (10, 1000)
     tasks, events = (300, 20_000) if quick else (5000, 200_000)
     search_rows = 20_000 if quick else 1_000_000
-    policy_calls = 20_000 if quick else 1_000_000
+    policy_calls = 10_000 if quick else 1_000_000
     benchmarks: list[tuple[str, Callable[[Store, int, Path], dict[str, Any]], int]] = [
         ("ingest", bench_ingest, seconds),
         (
