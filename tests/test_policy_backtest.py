@@ -180,6 +180,7 @@ def test_a_bad_request_names_what_is_wrong_and_records_nothing(client: TestClien
         ({"source": "version: 1\nrules:\n  - {id: typo, when: 'toool', then: deny}\n"}, 422),
         ({"source": CANDIDATE, "workspaceId": "nowhere"}, 404),
         ({"source": CANDIDATE, "since": "yesterday"}, 422),
+        ({"source": CANDIDATE, "until": "2026-13-01T00:00Z"}, 422),
         ({"source": CANDIDATE, "since": "2026-12-02T00:00Z", "until": "2026-12-01T00:00Z"}, 422),
         ({"source": CANDIDATE, "extra": True}, 422),
     ]
