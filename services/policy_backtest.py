@@ -9,7 +9,11 @@ of the run (PolicyBacktest: who tried which digest over which window).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
+import os
+import re
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -20,7 +24,7 @@ from domain.application import Tachograph
 from domain.errors import RuleViolation
 from domain.event_versions import upcast_state
 from domain.policy.aggregate import PolicyBacktest
-from domain.policy.backtest import Backtest, RecordedCall
+from domain.policy.backtest import Backtest, RecordedCall, Tally
 from domain.policy.document import digest
 from domain.policy.value import CallContext
 from infra.log_scan import event_at_or_after, log_head, scan_topic
@@ -31,6 +35,16 @@ from services.policies import validated
 
 DISPATCH: Final = "HookDispatch.Created"
 _SESSIONS_KEPT: Final = 50_000
+CHUNK: Final = 2_000
+# A window of at least this many log positions is judged by worker processes, one per
+# CPU: the evaluation is CPU-bound Python, and off the serving process it never holds
+# the interpreter lock the hook path needs. Smaller ones are judged in this process.
+PARALLEL_FROM: Final = 50_000
+# How the transcoder stores a dispatch's session: read without decoding the event.
+_SESSION_ID: Final = re.compile(rb'"session_id":\{"_type_":"uuid_hex","_data_":"([0-9a-f]{32})"')
+
+# (position, session id, stored state, the session's workspace, its title)
+Row = tuple[int, str, bytes, str | None, str | None]
 
 
 def run_backtest(
@@ -42,9 +56,11 @@ def run_backtest(
     until: datetime | None,
     workspace_id: str | None,
     actor: str,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """What the candidate would have done to the recorded calls of the window (of one
-    workspace's sessions, or of all); records who ran it."""
+    workspace's sessions, or of all); records who ran it. `workers`: how many processes
+    judge (default: one per CPU for a large window, else none)."""
     document = validated(source)
     if workspace_id is not None:
         app.get_workspace(workspace_id)  # NotFound for a workspace never registered
@@ -52,15 +68,23 @@ def run_backtest(
         raise RuleViolation("since must be before until")
     started = time.perf_counter()
     test = Backtest(document, COMPILER)
-    sessions = _Sessions(store)
-    for position, data in _dispatches(app, test.events, since, until):
-        session_id = _plain_id(data["session_id"])
-        workspace, title = sessions.of(session_id)
-        if workspace_id is not None and workspace != workspace_id:
-            continue
-        call = RecordedCall(position, session_id, data, _happened(data))
-        test.judge(call, CallContext(session_id, workspace or "", data.get("agent"), title))
-    report = test.report()
+    head = log_head(app)
+    after = _first_at_or_after(app, since, head) - 1 if since is not None else 0
+    upto = _first_at_or_after(app, until, head) - 1 if until is not None else head
+    if workers is None:
+        workers = _cpus() if upto - after >= PARALLEL_FROM else 1
+    chunks = _chunks(_rows(app, store, test.events, after, upto, workspace_id))
+    if workers <= 1:
+        for chunk in chunks:
+            _judge_rows(test, chunk)
+        tally = test.take()
+    else:
+        tally = Tally()
+        context = multiprocessing.get_context("spawn")  # no connection of ours is inherited
+        with context.Pool(workers, _start_worker, (source,)) as pool:
+            for part in pool.imap(_judge_chunk, chunks):
+                tally.merge(part)
+    report = tally.report(document)
     recorded = "sha256:" + digest(source)
     run = PolicyBacktest(
         digest=recorded,
@@ -72,7 +96,6 @@ def run_backtest(
         actor=actor,
     )
     app.record(run)
-    seconds = time.perf_counter() - started
     return {
         "id": str(run.id),
         "digest": recorded,
@@ -80,27 +103,78 @@ def run_backtest(
         "since": since.isoformat() if since else None,
         "until": until.isoformat() if until else None,
         **report,
-        "evaluations": test.evaluations,
-        "seconds": round(seconds, 3),
+        "workers": workers,
+        "seconds": round(time.perf_counter() - started, 3),
     }
 
 
-def _dispatches(
-    app: Tachograph, events: frozenset[str], since: datetime | None, until: datetime | None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(position, state) of every dispatch of `events` in the window, in log order."""
-    head = log_head(app)
-    after = _first_at_or_after(app, since, head) - 1 if since is not None else 0
-    upto = _first_at_or_after(app, until, head) - 1 if until is not None else head
-    # The stored JSON names the event as the transcoder writes it: a dispatch of an
-    # event no rule is on is skipped without being decoded.
+def _rows(
+    app: Tachograph,
+    store: ReadStore,
+    events: frozenset[str],
+    after: int,
+    upto: int,
+    workspace_id: str | None,
+) -> Iterator[Row]:
+    """Every dispatch in (after, upto] that may be of `events`, with its session's
+    workspace and title, in log order; a dispatch of an event no rule is on is skipped
+    without being decoded (the stored JSON names it as the transcoder writes it)."""
     encode = app.mapper.transcoder.encode
     markers = tuple(encode({"event_name": event})[1:-1] for event in events)
+    sessions = _Sessions(store)
     for position, state in scan_topic(app, DISPATCH, after, upto):
-        if any(marker in state for marker in markers):
-            data = upcast_state(DISPATCH, json.loads(state))
-            if data["event_name"] in events:
-                yield position, data
+        if not any(marker in state for marker in markers):
+            continue
+        found = _SESSION_ID.search(state)
+        session_id = (
+            str(UUID(found.group(1).decode()))
+            if found is not None
+            else str(app.mapper.transcoder.decode(state)["session_id"])
+        )
+        workspace, title = sessions.of(session_id)
+        if workspace_id is None or workspace == workspace_id:
+            yield position, session_id, state, workspace, title
+
+
+def _chunks(rows: Iterator[Row]) -> Iterator[list[Row]]:
+    chunk: list[Row] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _judge_rows(test: Backtest, rows: list[Row]) -> None:
+    for position, session_id, state, workspace, title in rows:
+        data = upcast_state(DISPATCH, json.loads(state))
+        call = RecordedCall(position, session_id, data, _happened(data))
+        test.judge(call, CallContext(session_id, workspace or "", data.get("agent"), title))
+
+
+# A worker process's candidate, compiled once; its kept verdicts serve every chunk.
+_WORKER: list[Backtest] = []
+
+
+def _start_worker(source: str) -> None:
+    # Children of `serve` inherit its pinning to one CPU (infra/cpu_affinity.py).
+    setter = getattr(os, "sched_setaffinity", None)
+    if setter is not None:
+        with contextlib.suppress(OSError):
+            setter(0, range(os.cpu_count() or 1))
+    _WORKER.append(Backtest(validated(source), COMPILER))
+
+
+def _judge_chunk(rows: list[Row]) -> Tally:
+    (test,) = _WORKER
+    _judge_rows(test, rows)
+    return test.take()
+
+
+def _cpus() -> int:
+    return max(1, os.cpu_count() or 1)
 
 
 def _first_at_or_after(app: Tachograph, when: datetime, head: int) -> int:
@@ -119,14 +193,6 @@ def _first_at_or_after(app: Tachograph, when: datetime, head: int) -> int:
         else:
             low = position + 1
     return low
-
-
-def _plain_id(value: Any) -> str:
-    """A UUID as the transcoder stores it ({"_type_": "uuid_hex", "_data_": hex}): the
-    dispatches are decoded as plain JSON, which costs half of the transcoder's decode."""
-    if isinstance(value, dict):
-        value = value.get("_data_")
-    return str(UUID(str(value)))
 
 
 def _happened(data: dict[str, Any]) -> str:

@@ -15,8 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from bootstrap import build_services
 from domain.policy.document import digest
 from infra.settings import Settings
+from services import policy_backtest
 from tests.support import run_cli
 from tests.test_agent_adapters_api import claude_session
 from tests.test_policy_api import decision_of, pre_tool_use, record
@@ -178,6 +180,7 @@ def test_a_bad_request_names_what_is_wrong_and_records_nothing(client: TestClien
         ({"source": "version: 1\nrules:\n  - {id: typo, when: 'toool', then: deny}\n"}, 422),
         ({"source": CANDIDATE, "workspaceId": "nowhere"}, 404),
         ({"source": CANDIDATE, "since": "yesterday"}, 422),
+        ({"source": CANDIDATE, "until": "2026-13-01T00:00Z"}, 422),
         ({"source": CANDIDATE, "since": "2026-12-02T00:00Z", "until": "2026-12-01T00:00Z"}, 422),
         ({"source": CANDIDATE, "extra": True}, 422),
     ]
@@ -187,6 +190,39 @@ def test_a_bad_request_names_what_is_wrong_and_records_nothing(client: TestClien
     refused = client.post("/api/policy/backtest", json=cases[0][0]).json()
     assert refused["ruleId"] == "typo" and "typo" in refused["message"]
     assert events(client, "PolicyBacktest.Created") == []
+
+
+def test_worker_processes_report_what_one_process_does(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        for _ in range(3):
+            history(client)
+    monkeypatch.setattr(policy_backtest, "CHUNK", 4)  # several chunks, in several processes
+    services = build_services(settings)
+    try:
+        services.runner.catch_up()
+        one, two = (
+            policy_backtest.run_backtest(
+                services.app,
+                services.store,
+                CANDIDATE,
+                since=None,
+                until=None,
+                workspace_id=None,
+                actor="key:test",
+                workers=workers,
+            )
+            for workers in (1, 2)
+        )
+    finally:
+        services.close()
+    assert one["evaluated"] == 24 and one["changed"] == {"deny": 6, "ask": 3, "context": 6}
+    assert (one["workers"], two["workers"]) == (1, 2)
+    varying = ("id", "seconds", "workers", "evaluations")  # each process keeps its verdicts
+    assert {k: v for k, v in two.items() if k not in varying} == {
+        k: v for k, v in one.items() if k not in varying
+    }
 
 
 def test_policy_test_runs_a_file_against_the_record(settings: Settings, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import Field, StrictStr
+from pydantic import AfterValidator, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ActorDep, AppDep, CommitDep, Consistent, PoliciesDep, StoreDep
@@ -42,7 +42,13 @@ class RemoveIn(Strict):
 
 
 # An ISO-8601 time with a zone (a string: pydantic would also take a number as seconds).
-Moment = Annotated[StrictStr, Field(pattern=ISO_WITH_ZONE)]
+def _a_time(value: str) -> str:
+    """A time the pattern admits but the calendar does not (month 13) is a 422 too."""
+    datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+Moment = Annotated[StrictStr, Field(pattern=ISO_WITH_ZONE), AfterValidator(_a_time)]
 
 
 class BacktestIn(Strict):

@@ -83,21 +83,65 @@ def unjudged_because(data: Mapping[str, Any], names: frozenset[str]) -> str | No
 
 
 @dataclass
-class RuleTally:
-    rule: PolicyRule
-    hits: int = 0
-    errors: int = 0
-    examples: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EXAMPLES_KEPT))
+class Tally:
+    """What a run of calls came to: plain counts and examples, so a part judged in
+    another process can be sent back and merged (in log order)."""
 
-    def report(self) -> dict[str, Any]:
+    evaluated: int = 0
+    evaluations: int = 0  # calls actually evaluated, the rest answered from kept verdicts
+    unjudged: dict[str, int] = field(
+        default_factory=lambda: {NO_FACTS: 0, REDACTED_INPUT: 0, CUT: 0}
+    )
+    changed: dict[str, int] = field(default_factory=lambda: {"deny": 0, "ask": 0, "context": 0})
+    hits: dict[int, int] = field(default_factory=dict)  # by the rule's index
+    errors: dict[int, int] = field(default_factory=dict)
+    examples: dict[int, deque[dict[str, Any]]] = field(default_factory=dict)
+
+    def merge(self, later: Tally) -> None:
+        """Add a tally of calls that come after this one's."""
+        self.evaluated += later.evaluated
+        self.evaluations += later.evaluations
+        _add(self.unjudged, later.unjudged)
+        _add(self.changed, later.changed)
+        _add(self.hits, later.hits)
+        _add(self.errors, later.errors)
+        for index, examples in later.examples.items():
+            self._examples(index).extend(examples)
+
+    def _examples(self, index: int) -> deque[dict[str, Any]]:
+        kept = self.examples.get(index)
+        if kept is None:
+            kept = self.examples[index] = deque(maxlen=EXAMPLES_KEPT)
+        return kept
+
+    def report(self, document: PolicyDocument) -> dict[str, Any]:
         return {
-            "id": self.rule.id,
-            "then": self.rule.then,
-            "mode": self.rule.mode,
-            "hits": self.hits,
-            "errors": self.errors,
-            "examples": list(self.examples),
+            "evaluated": self.evaluated,
+            "changed": dict(self.changed),
+            "rules": [
+                {
+                    "id": rule.id,
+                    "then": rule.then,
+                    "mode": rule.mode,
+                    "hits": self.hits.get(index, 0),
+                    "errors": self.errors.get(index, 0),
+                    "examples": list(self.examples.get(index, ())),
+                }
+                for index, rule in enumerate(document.rules)
+            ],
+            "unjudged": sum(self.unjudged.values()),
+            "unjudgedBy": {
+                "noFacts": self.unjudged[NO_FACTS],
+                "redactedInput": self.unjudged[REDACTED_INPUT],
+                "truncated": self.unjudged[CUT],
+            },
+            "evaluations": self.evaluations,
         }
+
+
+def _add(counts: dict[Any, int], more: Mapping[Any, int]) -> None:
+    for key, n in more.items():
+        counts[key] = counts.get(key, 0) + n
 
 
 # One call's verdict: (index of each rule that matched, whether its expression failed).
@@ -105,27 +149,28 @@ Matched = tuple[tuple[int, bool], ...]
 
 
 class Backtest:
-    """Judges recorded calls one at a time; `report()` says what the candidate would
-    have done. Memory stays bounded whatever the number of calls."""
+    """Judges recorded calls one at a time into `tally`. Memory stays bounded whatever
+    the number of calls."""
 
     def __init__(self, document: PolicyDocument, compiler: Compiler) -> None:
         self.document = document
         self.compiler = compiler
-        self.tallies = [RuleTally(rule) for rule in document.rules]
+        self.tally = Tally()
         self._on: dict[str, tuple[int, ...]] = {
             event: tuple(i for i, rule in enumerate(document.rules) if event in rule.on)
             for event in document.names_by_event
         }
-        self.evaluated = 0
-        self.unjudged: dict[str, int] = {NO_FACTS: 0, REDACTED_INPUT: 0, CUT: 0}
-        self.changed = {"deny": 0, "ask": 0, "context": 0}
-        self.evaluations = 0  # calls actually evaluated, the rest answered from kept verdicts
         self._verdicts: dict[tuple[Any, ...], Matched] = {}
 
     @property
     def events(self) -> frozenset[str]:
         """The events some rule is on: dispatches of any other event are not calls to it."""
         return frozenset(self._on)
+
+    def take(self) -> Tally:
+        """The tally so far, and a fresh one for what comes next (verdicts stay kept)."""
+        taken, self.tally = self.tally, Tally()
+        return taken
 
     def judge(self, call: RecordedCall, context: CallContext) -> None:
         data = call.data
@@ -136,9 +181,9 @@ class Backtest:
         names = self.document.names_by_event[event]
         why = unjudged_because(data, names)
         if why is not None:
-            self.unjudged[why] += 1
+            self.tally.unjudged[why] += 1
             return
-        self.evaluated += 1
+        self.tally.evaluated += 1
         ev = rebuilt_event(data)
         key = _verdict_key(ev, names, context)
         matched = self._verdicts.get(key)
@@ -153,7 +198,7 @@ class Backtest:
     def _evaluate(
         self, on: tuple[int, ...], ev: LifecycleEvent, context: CallContext, names: frozenset[str]
     ) -> Matched:
-        self.evaluations += 1
+        self.tally.evaluations += 1
         activation = self.compiler.activation(call_value(ev, context, names))
         matched: list[tuple[int, bool]] = []
         for index in on:
@@ -162,20 +207,21 @@ class Backtest:
                 if rule.expression.matches(activation):
                     matched.append((index, False))
             except Exception:  # noqa: BLE001 - decided per rule, as on the hook path
-                if rule.on_error == "apply":
-                    matched.append((index, True))
-                else:
-                    self.tallies[index].errors += 1
+                matched.append((index, True))
         return tuple(matched)
 
     def _count(self, call: RecordedCall, matched: Matched) -> None:
+        tally = self.tally
         deciding: PolicyRule | None = None
         for index, failed in matched:
-            tally = self.tallies[index]
-            tally.hits += 1
-            tally.errors += failed
+            rule = self.document.rules[index]
+            if failed:
+                tally.errors[index] = tally.errors.get(index, 0) + 1
+                if rule.on_error != "apply":
+                    continue  # skipped on this call, the failure counted
+            tally.hits[index] = tally.hits.get(index, 0) + 1
             facts = call.data.get("facts") or {}
-            tally.examples.append(
+            tally._examples(index).append(
                 {
                     "position": call.position,
                     "sessionId": call.session_id,
@@ -183,26 +229,12 @@ class Backtest:
                     "decision": call.data["outcome"],
                 }
             )
-            rule = tally.rule
             if not rule.shadow and (
                 deciding is None or STRENGTH[rule.then] < STRENGTH[deciding.then]
             ):
                 deciding = rule
         if deciding is not None and _differs(deciding, call):
-            self.changed[deciding.then] += 1
-
-    def report(self) -> dict[str, Any]:
-        return {
-            "evaluated": self.evaluated,
-            "changed": dict(self.changed),
-            "rules": [tally.report() for tally in self.tallies],
-            "unjudged": sum(self.unjudged.values()),
-            "unjudgedBy": {
-                "noFacts": self.unjudged[NO_FACTS],
-                "redactedInput": self.unjudged[REDACTED_INPUT],
-                "truncated": self.unjudged[CUT],
-            },
-        }
+            tally.changed[deciding.then] += 1
 
 
 def _differs(rule: PolicyRule, call: RecordedCall) -> bool:
