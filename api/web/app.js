@@ -1545,6 +1545,7 @@ function callRow(call) {
     " ",
     badge(call.decision || "no decision"),
     decidedByNote(call),
+    shadowNote(call),
     " ",
     callStatusBadge(call.status),
     call.durationMs !== null && call.durationMs !== undefined ? ` ${call.durationMs} ms` : "",

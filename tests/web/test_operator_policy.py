@@ -182,6 +182,11 @@ def test_a_call_a_shadow_rule_would_have_denied_is_listed_while_it_ran(
         "shadow rule env-files would have: deny",
     )
     assert "/home/dev/repo/.env" in found
+    # And the session's calls say it too.
+    page.find(
+        f"#activity-rows tr[data-position='{answered.headers['x-tachograph-position']}'] a"
+    ).click()
+    page.has_text("#calls", "shadow rule env-files would have: deny")
     assert page.console_errors() == []
 
 
