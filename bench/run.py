@@ -440,11 +440,13 @@ def run_bench(
     from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
     from bench.otel_export import bench_otel_export
+    from bench.policy_backtest import bench_policy
 
     console = Console()
     seconds, n = (3, 200) if quick else (10, 1000)
     tasks, events = (300, 20_000) if quick else (5000, 200_000)
     search_rows = 20_000 if quick else 1_000_000
+    policy_calls = 10_000 if quick else 1_000_000
     benchmarks: list[tuple[str, Callable[[Store, int, Path], dict[str, Any]], int]] = [
         ("ingest", bench_ingest, seconds),
         (
@@ -460,6 +462,7 @@ def run_bench(
         ("task_board", bench_task_board, tasks),
         ("rebuild", bench_rebuild, events),
         ("activity_search", bench_activity_search, search_rows),
+        ("policy", bench_policy, policy_calls),
         # Spawned hooks and one server on SQLite, whatever the store: measured once.
         (
             "hook_latency",

@@ -49,6 +49,8 @@ def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> i
             workspace_id=args.workspace_id,
             session_id=session_id,
             outcome=args.outcome,
+            rule_id=args.rule_id,
+            policy_mode=args.policy_mode,
             since=since,
             until=until,
             limit=max(1, min(args.limit, 1000)),

@@ -441,6 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=OUTCOME_WORDS,
         help="the decision, in either column's words (deny or denied, pass or allowed, ...)",
     )
+    activity.add_argument(
+        "--rule", dest="rule_id", help="the calls this policy rule decided, or would have"
+    )
+    activity.add_argument("--policy-mode", choices=["enforce", "shadow"])
     activity.add_argument("--since", help=f"calls at or after: {TIME_FORMS}")
     activity.add_argument("--until", help=f"calls before: {TIME_FORMS}")
     activity.add_argument("--limit", type=int, default=50)
@@ -491,6 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.keys import add_parser as add_keys_parser
     from cli.log_proofs import add_parser as add_log_parser
     from cli.log_proofs import cli_log
+    from cli.policy import add_parser as add_policy_parser
+    from cli.policy_test import add_test_parser, cli_policy_test
     from cli.witness import add_parser as add_witness_parser
 
     add_keys_parser(sub)
@@ -500,6 +506,11 @@ def build_parser() -> argparse.ArgumentParser:
         func=lambda args: cli_log(_log_settings(args), args, sys.stdout)
     )
     add_witness_parser(sub)
+    # `policy test` (a backtest, in-process over the log) beside the commands that talk
+    # to a server: its own func wins over the group's.
+    add_test_parser(add_policy_parser(sub)).set_defaults(
+        func=lambda args: cli_policy_test(_log_settings(args), args, sys.stdout)
+    )
 
     bench = sub.add_parser("bench", help="benchmarks beside same-run baselines")
     bench.add_argument("--store", choices=["sqlite", "postgres"])

@@ -102,3 +102,34 @@ def aggregate_rows(app: Tachograph, aggregate_id: UUID) -> list[Any]:
 def _stored_id(app: Tachograph, aggregate_id: UUID) -> Any:
     # SQLite stores ids as hex text, PostgreSQL as uuid.
     return aggregate_id.hex if _is_sqlite(app) else aggregate_id
+
+
+def scan_topic(
+    app: Tachograph, topic: str, after: int, upto: int, batch: int = 5_000
+) -> Iterator[tuple[int, bytes]]:
+    """(position, payload bytes) of every event of one type after `after` and at or below
+    `upto`, in log order, a page of `batch` at a time (memory stays bounded)."""
+    column = _position_column(app)
+    sql = (
+        f"SELECT {column} AS position, state FROM {events_table(app)} "
+        f"WHERE {column} > ? AND {column} <= ? AND topic = ? ORDER BY {column} LIMIT ?"
+    )
+    while True:
+        rows = _query(app, sql, (after, upto, topic, batch))
+        for row in rows:
+            yield int(row["position"]), bytes(row["state"])
+        if len(rows) < batch:
+            return
+        after = int(rows[-1]["position"])
+
+
+def event_at_or_after(app: Tachograph, position: int) -> tuple[int, bytes] | None:
+    """The first stored event at or after a position: (its position, its payload)."""
+    column = _position_column(app)
+    rows = _query(
+        app,
+        f"SELECT {column} AS position, state FROM {events_table(app)} "
+        f"WHERE {column} >= ? ORDER BY {column} LIMIT 1",
+        (position,),
+    )
+    return (int(rows[0]["position"]), bytes(rows[0]["state"])) if rows else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from domain.hook_config import TOOL_EVENTS
-from projections import decided_by, deleted_sessions, recorded_clock
+from projections import decided_by, deleted_sessions, policy_record, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
 from projections.call_endings import decision_status, ended_status, held_for_approval
 from projections.store import Cursor, ReadStore
@@ -43,6 +43,9 @@ _CALL_COLUMNS = (
     "recorded_at",
     "held",
     "decided_by",
+    "policy",
+    "policy_rule",
+    "policy_mode",
 )
 _WORKSPACES_KEPT = 10_000
 MIN_TEXT_SEARCH = 3  # a trigram index finds substrings of at least three characters
@@ -56,12 +59,18 @@ class ActivityProjection(Projection):
             "session_id TEXT NOT NULL, workspace_id TEXT, turn_id TEXT, tool_call_id TEXT, "
             "tool TEXT, summary TEXT, decision TEXT NOT NULL, handler_id TEXT, status TEXT, "
             "held BIGINT, at TEXT NOT NULL, agent TEXT, subagent_id TEXT, "
-            "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT)",
+            "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT, "
+            "policy TEXT, policy_rule TEXT, policy_mode TEXT)",
             # A call's Post finds its row; the filters each read newest first.
             "CREATE INDEX IF NOT EXISTS {t}_call ON {t} (session_id, tool_call_id)",
             "CREATE INDEX IF NOT EXISTS {t}_tool ON {t} (tool, position)",
             "CREATE INDEX IF NOT EXISTS {t}_workspace ON {t} (workspace_id, position)",
             "CREATE INDEX IF NOT EXISTS {t}_decision ON {t} (decision, position)",
+            # Partial: most calls match no rule, and their rows cost these no page.
+            "CREATE INDEX IF NOT EXISTS {t}_rule ON {t} (policy_rule, position) "
+            "WHERE policy_rule IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS {t}_policy_mode ON {t} (policy_mode, position) "
+            "WHERE policy_mode IS NOT NULL",
             "CREATE TRIGRAM INDEX IF NOT EXISTS {t}_summary_trgm ON {t} (summary)",
         ],
         "activity_text": ["CREATE TEXT SEARCH TABLE IF NOT EXISTS {t} (summary)"],
@@ -79,7 +88,7 @@ class ActivityProjection(Projection):
     }
     # Columns later releases added: a table without them is rebuilt from the log (the
     # endings table came with "held": a live table without it lacks its rows).
-    added_columns = {"activity": ("decided_by", "held")}
+    added_columns = {"activity": ("decided_by", "held", "policy")}
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
@@ -122,6 +131,7 @@ class ActivityProjection(Projection):
         facts = d.get("facts") or {}
         call_key = d["tool_call_id"] or e.key
         if event == "PreToolUse":
+            hit = d.get("policy") or {}
             self._calls[(session_id, call_key)] = {
                 "position": e.position,
                 "session_id": session_id,
@@ -140,6 +150,9 @@ class ActivityProjection(Projection):
                 "received_at": iso(d["received_at"]) if d.get("received_at") else None,
                 "recorded_at": recorded,
                 "decided_by": decided_by.stored(d),
+                "policy": policy_record.stored(d),
+                "policy_rule": hit.get("rule_id"),
+                "policy_mode": hit.get("mode"),
             }
             return
         if d["tool_call_id"]:  # without one, no Pre can be matched to it
@@ -238,6 +251,8 @@ class ActivityQuery:
     workspace_id: str | None = None
     session_id: str | None = None
     outcome: str | None = None
+    rule_id: str | None = None
+    policy_mode: str | None = None
     since: str | None = None
     until: str | None = None
     before: int | None = None
@@ -253,6 +268,8 @@ def search_activity(store: ReadStore, q: ActivityQuery) -> tuple[list[dict[str, 
         ("a.workspace_id", q.workspace_id),
         ("a.session_id", q.session_id),
         ("a.decision", OUTCOME_WORDS.get(q.outcome, q.outcome) if q.outcome else None),
+        ("a.policy_rule", q.rule_id),
+        ("a.policy_mode", q.policy_mode),
     ):
         if value is not None:
             where.append(f"{column} = ?")
@@ -338,4 +355,5 @@ def _item(r: dict[str, Any]) -> dict[str, Any]:
         "receivedAt": r["received_at"],
         "recordedAt": r["recorded_at"],
         "decidedBy": decided_by.loaded(r["decided_by"]),
+        "policy": policy_record.loaded(r["policy"]),
     }

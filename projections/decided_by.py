@@ -7,7 +7,8 @@ rebuild derives exactly what the live read model stored:
   their `reason`, `approvalId`, `forSession`; `id` is the rule or handler that asked);
 - `approval`: an approval rule settled it without a person (its timeout outcome, or a
   call refused while it still waited); `id` is the rule or handler that asked;
-- `policy`: a code-owned tool policy refused it (the self-update floor); `id` its rule;
+- `policy`: a code-owned tool policy refused it (the self-update floor), or a policy
+  rule of the operator's documents denied it (docs/policy.md); `id` its rule;
 - `handler`: a managed handler denied, rewrote, asked about or continued it; `id` the
   handler's id and `reason` the reason it gave;
 - `none`: nothing objected, and the call passed by default.
@@ -41,7 +42,7 @@ def decided_by(d: dict[str, Any]) -> dict[str, Any]:
     """The deciding party of a HookDispatch.Created's data (see the module docstring)."""
     run = _deciding_run(d["outcome"], d["runs"] or ())
     if run is None:
-        return dict(NOBODY)
+        return _by_policy_rule(d)
     handler_id = str(run.get("handler_id") or "")
     if handler_id.startswith(_APPROVAL_PREFIX):
         return _by_approval(run, handler_id[len(_APPROVAL_PREFIX) :])
@@ -49,6 +50,15 @@ def decided_by(d: dict[str, Any]) -> dict[str, Any]:
         rule = handler_id[len(_POLICY_PREFIX) :]
         return {**NOBODY, "kind": "policy", "id": rule, "reason": run.get("reason")}
     return {**NOBODY, "kind": "handler", "id": handler_id or None, "reason": run.get("reason")}
+
+
+def _by_policy_rule(d: dict[str, Any]) -> dict[str, Any]:
+    """An enforced policy rule's deny is recorded without a run (no handler was asked):
+    the dispatch's `policy` names it."""
+    hit = d.get("policy") or {}
+    if d["outcome"] == "deny" and hit.get("mode") == "enforce" and hit.get("outcome") == "deny":
+        return {**NOBODY, "kind": "policy", "id": hit["rule_id"], "reason": d["reason"]}
+    return dict(NOBODY)
 
 
 def _deciding_run(outcome: str, runs: Any) -> dict[str, Any] | None:

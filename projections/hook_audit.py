@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections import deleted_sessions
+from projections import deleted_sessions, policy_record
 from projections.base import Envelope, Projection, handles, iso
 from projections.store import Cursor, ReadStore
 
@@ -22,12 +22,14 @@ class HookAuditProjection(Projection):
             "dispatch_id TEXT NOT NULL, turn_id TEXT, event TEXT NOT NULL, handler_id TEXT, "
             "outcome TEXT NOT NULL, failure TEXT, reason TEXT, duration_ms INTEGER, "
             "at TEXT NOT NULL, position BIGINT NOT NULL, seq INTEGER NOT NULL, "
-            "PRIMARY KEY (session_id, position, seq))",
+            "policy TEXT, PRIMARY KEY (session_id, position, seq))",
             "CREATE INDEX IF NOT EXISTS {t}_at ON {t} (at)",
         ],
         # Sessions deleted so far: dispatches that arrive for them later are not shown.
         "hook_deleted_sessions": [deleted_sessions.DDL],
     }
+    # Columns later releases added: a table without them is rebuilt from the log.
+    added_columns = {"hook_audit": ("policy",)}
     # No index by turn: the one reader by turn (a Stop's count of `continue`s) scans a
     # session's rows by key, at most AUDIT_CAP of them, once per turn, while such an
     # index cost every record written two more pages (its insert, and its delete once
@@ -54,6 +56,9 @@ class HookAuditProjection(Projection):
         if self._gone.is_gone(cur, session_id):
             return
         dispatch_id = e.key
+        # The rule that decided the dispatch (or would have, in shadow mode) is the
+        # dispatch's, so each of its records names it.
+        policy = policy_record.stored(d)
         # A dispatch without handlers still shows on the timeline, as one record
         # with no handler, so operators see every event the agent sent.
         runs = d["runs"] or [
@@ -80,6 +85,7 @@ class HookAuditProjection(Projection):
                 e.at,
                 e.position,
                 seq,
+                policy,
             )
             for seq, run in enumerate(runs)
         )
@@ -91,8 +97,8 @@ class HookAuditProjection(Projection):
         if self._rows:
             cur.executemany(
                 f"INSERT INTO {self.t['hook_audit']} (id, session_id, dispatch_id, turn_id, "
-                "event, handler_id, outcome, failure, reason, duration_ms, at, position, seq) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "event, handler_id, outcome, failure, reason, duration_ms, at, position, seq, "
+                "policy) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 self._rows,
             )
             self._rows.clear()
@@ -137,6 +143,7 @@ def _record(r: dict[str, Any]) -> dict[str, Any]:
         "reason": r["reason"],
         "durationMs": r["duration_ms"],
         "at": r["at"],
+        "policy": policy_record.loaded(r["policy"]),
     }
 
 

@@ -22,7 +22,7 @@ from domain.lifecycle_events import (
     TOOL_EVENTS,
     USER_PROMPT_SUBMIT,
 )
-from projections import decided_by, deleted_sessions, recorded_clock
+from projections import decided_by, deleted_sessions, policy_record, recorded_clock
 from projections.base import Envelope, Projection, handles, iso
 from projections.call_endings import DENIED, decision_status, ended_status, held_for_approval
 from projections.deliveries import session_deliveries
@@ -62,6 +62,8 @@ COLUMNS: dict[str, str] = {
     "received_at": FIRST,
     "recorded_at": FIRST,
     "decided_by": LAST,
+    # The policy rule that decided the entry's dispatch, or would have in shadow mode.
+    "policy": LAST,
     # A call's facts, each from the one event that states it; its status is derived from
     # all of them when read (projections/call_endings.py), whatever order they came in.
     "held": LAST,
@@ -150,6 +152,7 @@ def _decided(d: dict[str, Any]) -> dict[str, Any]:
         "handler_id": deciding_handler(d),
         "reason": d["reason"],
         "decided_by": decided_by.stored(d),
+        "policy": policy_record.stored(d),
     }
 
 
@@ -221,7 +224,7 @@ class TimelineProjection(Projection):
             "bytes BIGINT, duration_ms BIGINT, error TEXT, result TEXT, "
             "received_at TEXT, recorded_at TEXT NOT NULL, decided_by TEXT, held BIGINT, "
             "pre_position BIGINT, pre_status TEXT, ran TEXT, ran_position BIGINT, "
-            "PRIMARY KEY (session_id, entry_key))",
+            "policy TEXT, PRIMARY KEY (session_id, entry_key))",
             # Capping walks a lane newest first; pages of turns read a session's rows.
             "CREATE INDEX IF NOT EXISTS {t}_lane ON {t} (session_id, lane, position)",
         ],
@@ -230,7 +233,15 @@ class TimelineProjection(Projection):
     }
     # Columns later releases added: a table without them is rebuilt from the log.
     added_columns = {
-        "timeline": ("decided_by", "held", "pre_position", "pre_status", "ran", "ran_position")
+        "timeline": (
+            "decided_by",
+            "held",
+            "pre_position",
+            "pre_status",
+            "ran",
+            "ran_position",
+            "policy",
+        )
     }
 
     def __init__(self, prefix: str = "rm_") -> None:
@@ -454,6 +465,7 @@ def _decision(row: dict[str, Any]) -> dict[str, Any]:
         "handlerId": row["handler_id"],
         "reason": row["reason"],
         "decidedBy": decided_by.loaded(row["decided_by"]),
+        "policy": policy_record.loaded(row["policy"]),
     }
 
 

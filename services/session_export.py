@@ -4,7 +4,9 @@ A session's events are its Session aggregate's and every HookDispatch recorded f
 Each comes with its log position, the chain link recorded when it was appended and the
 link before it, and its payload exactly as stored: `link` is then SHA-256 over
 `previousLink`, the event's header and `stored` (domain/log_chain.py), which anyone can
-recompute, and `tachograph verify` checks the links against the signed checkpoints.
+recompute, and `tachograph verify` checks the links against the signed checkpoints. A
+dispatch's record also names, as `policy`, the policy rule that decided it (or would
+have, in shadow mode), null when none did.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from domain.application import Tachograph
 from domain.log_chain import GENESIS
 from infra.log_reader import event_record, iter_events, read_stream
 from projections.log_checkpoints import LINKS_TABLE
+from projections.policy_record import served as served_policy
 from projections.store import ReadStore
 
 
@@ -73,6 +76,9 @@ def session_export(
         record["link"] = link
         record["previousLink"] = previous
         record["stored"] = _stored_text(notification.state)
+        if record["type"] == "HookDispatch.Created":
+            # Beside `data` (as stored), the rule that decided the call as the API names it.
+            record["policy"] = served_policy(record["data"])
         records.append(record)
     return records
 

@@ -46,6 +46,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "activity_search",
         "facts_vs_metadata",
         "otel_export",
+        "policy",
         *once,
     }
     for name, figure in figures.items():
@@ -106,6 +107,15 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         assert 0 < query["p50_ms"] <= query["p99_ms"] <= search["worst_p99_ms"]
     assert search["queries"]["rare_text"]["items"] == 20  # one call in a thousand matches
     assert search["queries"]["no_match"]["items"] == 0
+
+    policy = figures["policy"]
+    backtest = policy["backtest"]
+    assert backtest["evaluated"] == 10_000 and backtest["evaluated_per_s"] > 0
+    assert 0 < backtest["evaluations"] <= backtest["evaluated"]
+    # The force pushes and key reads among the calls are found and would be denied.
+    assert backtest["hits"]["no-force-push"] > 0 and backtest["hits"]["no-key-or-env-reads"] > 0
+    assert backtest["changed"]["deny"] > 0
+    assert 0 < policy["judge"]["p50_ms"] <= policy["judge"]["p99_ms"]
 
     gateway = figures["hook_gateway"]
     for series in (gateway["gateway"], gateway["handler_direct"]):

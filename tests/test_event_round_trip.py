@@ -32,7 +32,7 @@ from domain.hook_audit_retention import RETENTION, HookAuditRetention
 from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
 from domain.ids import stable_id
 from domain.learned_target import LearnedTarget, learned_revision_id
-from domain.policy.aggregate import Policy
+from domain.policy.aggregate import Policy, PolicyBacktest
 from domain.schedule import Schedule
 from domain.self_update_cycle import SelfUpdateCycle, self_update_ref
 from domain.session import Session
@@ -219,6 +219,19 @@ def policy_lifecycle() -> Iterator[Aggregate]:
     yield policy
     policy.remove(ACTOR)
     yield policy
+
+
+def policy_backtest_run() -> Iterator[Aggregate]:
+    # The audit record of a candidate tried against a window of the record.
+    yield PolicyBacktest(
+        digest="sha256:" + "3" * 64,
+        workspace_id="proj",
+        since=T0,
+        until=T0 + timedelta(days=30),
+        evaluated=1200,
+        unjudged=3,
+        actor=ACTOR,
+    )
 
 
 def schedule_lifecycle() -> Iterator[Aggregate]:
@@ -465,6 +478,7 @@ SCENARIOS: list[Scenario] = [
     hook_dispatch_created,
     learned_target_lifecycle,
     policy_lifecycle,
+    policy_backtest_run,
     schedule_lifecycle,
     self_update_cycle_lifecycle,
     signal_reflected_after_a_retry,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query
@@ -43,20 +43,25 @@ def activity(
     workspaceId: Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = None,
     sessionId: UUID | None = None,
     outcome: OUTCOME | None = None,
+    ruleId: Annotated[str | None, Query(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = None,
+    policyMode: Literal["enforce", "shadow"] | None = None,
     since: Time | None = None,
     until: Time | None = None,
     before: Annotated[int | None, Query(ge=1, le=MAX_POSITION)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
     """Tool calls across sessions, newest first by log position: by tool, text in the
-    input summary (any case), workspace, session, decision and time (`since` ≤ at <
-    `until`). Pass `next` as `before` for the following page."""
+    input summary (any case), workspace, session, decision, the policy rule that decided
+    the call or would have (`ruleId`, `policyMode`) and time (`since` ≤ at < `until`).
+    Pass `next` as `before` for the following page."""
     query = ActivityQuery(
         tool=tool,
         contains=contains,
         workspace_id=workspaceId,
         session_id=str(sessionId) if sessionId else None,
         outcome=outcome,
+        rule_id=ruleId,
+        policy_mode=policyMode,
         since=since,
         until=until,
         before=before,

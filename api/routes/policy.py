@@ -7,17 +7,20 @@ can never loosen the rules that judge its own calls.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import Field, StrictStr
+from pydantic import AfterValidator, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ActorDep, CommitDep, Consistent, PoliciesDep, StoreDep
+from api.deps import ActorDep, AppDep, CommitDep, Consistent, PoliciesDep, StoreDep
 from api.input_limits import StrictJSONRoute
+from api.routes.activity import ISO_WITH_ZONE
 from api.schemas import Strict
 from infra.policy_source import MAX_SOURCE_BYTES
 from services import policies as reads
+from services.policy_backtest import run_backtest
 
 router = APIRouter(prefix="/api/policy", tags=["policy"], route_class=StrictJSONRoute)
 
@@ -36,6 +39,31 @@ class RemoveIn(Strict):
     """`POST /api/policy/remove`: leave a scope with no active revision."""
 
     workspaceId: Annotated[StrictStr, Field(min_length=1, max_length=64)] | None = None
+
+
+# An ISO-8601 time with a zone (a string: pydantic would also take a number as seconds).
+def _a_time(value: str) -> str:
+    """A time the pattern admits but the calendar does not (month 13) is a 422 too."""
+    datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+Moment = Annotated[StrictStr, Field(pattern=ISO_WITH_ZONE), AfterValidator(_a_time)]
+
+
+class BacktestIn(Strict):
+    """`POST /api/policy/backtest`: a candidate document tried against the record."""
+
+    source: Annotated[StrictStr, Field(min_length=1, max_length=MAX_SOURCE_BYTES)]
+    # The calls recorded in [since, until); absent: from the first, up to the last.
+    since: Moment | None = None
+    until: Moment | None = None
+    # Only the calls of this workspace's sessions; absent: every workspace's.
+    workspaceId: Annotated[StrictStr, Field(min_length=1, max_length=64)] | None = None
+
+
+def _moment(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 @router.get("")
@@ -118,3 +146,22 @@ async def remove(
         return {"items": reads.active_revisions(store)}
 
     return await run_in_threadpool(run)
+
+
+@router.post("/backtest")
+async def backtest(
+    body: BacktestIn, app: AppDep, store: StoreDep, actor: ActorDep
+) -> dict[str, Any]:
+    """What a candidate would have done to the recorded calls: how many it judged, how
+    many it would have decided differently (by outcome), each rule's hits with examples,
+    and the calls whose recorded facts were cut. Records only who ran which digest."""
+    return await run_in_threadpool(
+        run_backtest,
+        app,
+        store,
+        body.source,
+        since=_moment(body.since),
+        until=_moment(body.until),
+        workspace_id=body.workspaceId,
+        actor=actor,
+    )

@@ -31,7 +31,12 @@ _HEADERS = {
 }
 
 # The complete list of files served: a name is looked up here, never joined to a path.
-_ASSETS = {"app.js": "text/javascript", "guide.js": "text/javascript", "style.css": "text/css"}
+_ASSETS = {
+    "app.js": "text/javascript",
+    "guide.js": "text/javascript",
+    "policy.js": "text/javascript",
+    "style.css": "text/css",
+}
 
 
 @router.get("/")

@@ -543,7 +543,7 @@ function parseRoute() {
   if (name === "revisions" && arg) return { view: "revision", arg };
   if (name === "stream" && arg) return { view: "stream", arg };
   if (name && name.startsWith("activity")) return { view: "activity", arg: location.hash.split("?")[1] || "" };
-  if (["tasks", "sessions", "approvals", "autonomy", "audit"].includes(name)) return { view: name };
+  if (["tasks", "sessions", "approvals", "autonomy", "policy", "audit"].includes(name)) return { view: name };
   return { view: "tasks" };
 }
 
@@ -1545,6 +1545,7 @@ function callRow(call) {
     " ",
     badge(call.decision || "no decision"),
     decidedByNote(call),
+    shadowNote(call),
     " ",
     callStatusBadge(call.status),
     call.durationMs !== null && call.durationMs !== undefined ? ` ${call.durationMs} ms` : "",
@@ -1735,7 +1736,7 @@ function setAllTurns(open) {
 
 // ---------------------------------------------------------------- auditor search
 
-const ACTIVITY_FILTERS = ["contains", "tool", "workspaceId", "sessionId", "outcome", "since", "until"];
+const ACTIVITY_FILTERS = ["contains", "tool", "workspaceId", "sessionId", "outcome", "ruleId", "since", "until"];
 const activityView = { next: null, query: "" };
 
 function localToIso(value) {
@@ -1758,9 +1759,16 @@ function activityRow(item) {
     h("td", null, link(`#sessions/${item.sessionId}`, sessionName(item.sessionId, item.sessionTitle))),
     h("td", null, item.tool || "?"),
     h("td", null, h("code", null, item.summary || "")),
-    h("td", null, badge(item.decision), decidedByNote(item)),
+    h("td", null, badge(item.decision), decidedByNote(item), shadowNote(item)),
     h("td", null, callStatusBadge(item.status)),
   );
+}
+
+/** A shadow rule that would have decided the call (it changed nothing: docs/policy.md). */
+function shadowNote(item) {
+  const hit = item.policy;
+  if (!hit || hit.mode !== "shadow") return null;
+  return h("span", { class: "muted shadow-hit" }, ` shadow rule ${hit.ruleId} would have: ${hit.outcome}`);
 }
 
 async function loadActivity(query, append) {
@@ -2126,6 +2134,9 @@ views.autonomy = () => {
   every(AUTONOMY_INTERVAL_MS, loadSignals, $("#autonomy-error"));
   every(AUTONOMY_INTERVAL_MS, loadRevisions, $("#autonomy-error"));
 };
+
+// The Policy view lives in policy.js.
+views.policy = enterPolicy;
 
 // ---------------------------------------------------------------- one revision
 
@@ -3061,6 +3072,7 @@ function start() {
   wireSignals();
   wireRevisions();
   wireRevision();
+  wirePolicy();
   $("#timeline-refresh").addEventListener("click", () =>
     guarded($("#session-error"), () => loadSession(sessionView.id)),
   );

@@ -8,6 +8,7 @@ no active revision; nothing recorded is ever changed.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +16,7 @@ from eventsourcing.domain import event
 
 from domain.base import TachographAggregate, declare_event_versions
 from domain.errors import Conflict, NotFound
-from domain.ids import stable_id
+from domain.ids import random_id, stable_id
 
 GLOBAL = "*"
 
@@ -101,3 +102,37 @@ class Policy(TachographAggregate):
 
 
 declare_event_versions(Policy, Created=1, RevisionRecorded=1, Activated=1, RolledBack=1, Removed=1)
+
+
+class PolicyBacktest(TachographAggregate):
+    """The audit record of one backtest: who tried which document (by digest) against
+    which window of the record, and how many calls it judged. A backtest changes nothing
+    else; each run is an aggregate of its own, so it never contends with the scope's
+    revisions."""
+
+    TOPIC = "PolicyBacktest"
+
+    @staticmethod
+    def create_id(**_: Any) -> UUID:
+        return random_id()
+
+    @event("Created", topic="PolicyBacktest.Created")
+    def __init__(
+        self,
+        digest: str,
+        workspace_id: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        evaluated: int,
+        unjudged: int,
+        actor: str,
+    ) -> None:
+        self.digest = digest
+        self.workspace_id = workspace_id
+        self.since = since
+        self.until = until
+        self.evaluated = evaluated
+        self.unjudged = unjudged
+
+
+declare_event_versions(PolicyBacktest, Created=1)

@@ -19,6 +19,7 @@ NAMES: Final = (
     "runtime",
     "tool",
     "workspace",
+    "cwd",
     "session",
     "input",
     "paths",
@@ -135,6 +136,15 @@ def _input(ev: LifecycleEvent, _: CallContext) -> Any:
     return {} if tool_input is None else {"value": tool_input}
 
 
+def _cwd(ev: LifecycleEvent, _: CallContext) -> str:
+    """The directory the runtime said the call runs in, without a trailing slash, so
+    `p.startsWith(cwd + "/")` reads "under it"; "" when it sent no absolute one."""
+    cwd = ev.cwd or ""
+    if not cwd.startswith("/"):
+        return ""
+    return cwd.rstrip("/") or "/"
+
+
 def _session(_: LifecycleEvent, context: CallContext) -> dict[str, Any]:
     return {"id": context.session_id, "agent": context.agent or "", "title": context.title or ""}
 
@@ -144,6 +154,7 @@ _BUILDERS: Final[dict[str, Callable[[LifecycleEvent, CallContext], Any]]] = {
     "runtime": lambda ev, _: ev.agent or "",
     "tool": lambda ev, _: normalised_tool(ev.tool_name),
     "workspace": lambda _, context: context.workspace,
+    "cwd": _cwd,
     "session": _session,
     "input": _input,
     "prompt": lambda ev, _: ev.prompt or "",
@@ -161,6 +172,7 @@ def sample_value() -> dict[str, Any]:
         "runtime": "claude-code",
         "tool": "Bash",
         "workspace": "default",
+        "cwd": "/",
         "session": {"id": "", "agent": "claude-code", "title": ""},
         "input": {"command": "true"},
         "paths": ["/"],

@@ -380,6 +380,7 @@ def test_every_view_labels_its_controls_for_assistive_technology(page: Browser, 
         ("sessions", "sessions", "Sessions"),
         (f"sessions/{session_id}", "session", "Task:"),
         ("autonomy", "autonomy", "Autonomy"),
+        ("policy", "policy", "Policy"),
         ("audit", "audit", "Audit"),
         (f"stream/{task_id}", "stream", "Events of"),
     ):

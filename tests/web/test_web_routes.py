@@ -17,9 +17,11 @@ def test_page_and_assets_are_public_while_the_api_needs_the_key(settings: Settin
         assert page.headers["x-content-type-options"] == "nosniff"
         assert '<script src="/web/app.js" defer></script>' in page.text
         assert '<script src="/web/guide.js" defer></script>' in page.text
+        assert '<script src="/web/policy.js" defer></script>' in page.text
         for name, kind in (
             ("app.js", "text/javascript"),
             ("guide.js", "text/javascript"),
+            ("policy.js", "text/javascript"),
             ("style.css", "text/css"),
         ):
             asset = c.get(f"/web/{name}")
