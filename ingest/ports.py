@@ -124,6 +124,9 @@ class PolicyPort(Protocol):
     def judge(self, session_id: UUID, ev: LifecycleEvent) -> PolicyVerdict | None:
         """What the active rules say of this call."""
 
+    def longest_hold_s(self) -> int:
+        """The longest an active enforced `ask` rule holds a call (0: none asks)."""
+
 
 class Offload(Protocol):
     """Runs a blocking step of the service where it may block (ingest/loop.py)."""

@@ -124,6 +124,9 @@ class ActivePolicies:
         context = CallContext(str(session_id), workspace, ev.agent, title)
         return judge(policies, ev, context, self.compiler)
 
+    def longest_hold_s(self) -> int:
+        return self._snapshot.longest_hold_s
+
     def _reads_session(self, policies: tuple[ActivePolicy, ...], event: str) -> bool:
         return any(
             p.document.names_by_event.get(event, frozenset()) & _SESSION_NAMES for p in policies
