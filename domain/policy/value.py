@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from domain.lifecycle import LifecycleEvent
 from domain.shell.analysis import analyse_tool_call
+from domain.shell.programs import is_shell_script
 from domain.shell.result import ToolCallAnalysis, Unclear
 
 NAMES: Final = (
@@ -144,11 +145,6 @@ def _analysis(ev: LifecycleEvent) -> ToolCallAnalysis:
         )
 
 
-# A file written whole that the shell would run: by its name, or its `#!` line.
-_SCRIPT_SUFFIXES: Final = (".sh", ".bash", ".zsh", ".ksh", ".dash")
-_SHELL_SHEBANG: Final = re.compile(r"#![ \t]*\S*/(?:env[ \t]+)?(?:ba|z|k|da)?sh\b")
-
-
 def _written_script(ev: LifecycleEvent, analysis: ToolCallAnalysis) -> tuple[str, str] | None:
     """(the directory it is written to, its text) when the call writes a shell script
     whole; a script the agent writes and then runs (`bash a.sh`) is judged when written,
@@ -160,14 +156,14 @@ def _written_script(ev: LifecycleEvent, analysis: ToolCallAnalysis) -> tuple[str
     absolute = [path for path in analysis.writes if path.startswith("/")]
     if not isinstance(content, str) or len(absolute) != 1:
         return None
-    if not (absolute[0].endswith(_SCRIPT_SUFFIXES) or _SHELL_SHEBANG.match(content)):
+    if not is_shell_script(absolute[0], content):
         return None
     return posixpath.dirname(absolute[0]), content
 
 
 def _with_script(written: ToolCallAnalysis, script: ToolCallAnalysis) -> ToolCallAnalysis:
-    """The write's own facts and what its script would do when run (`paths` stays the
-    write's: the file it writes)."""
+    """The write's own facts and what its script would do when run, as a script the
+    shell writes (`cat > a.sh <<EOF`) is walked (domain/shell/walker.py)."""
 
     def both(first: tuple[Any, ...], second: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(dict.fromkeys(first + second))
@@ -177,6 +173,7 @@ def _with_script(written: ToolCallAnalysis, script: ToolCallAnalysis) -> ToolCal
         commands=both(written.commands, script.commands),
         reads=both(written.reads, script.reads),
         writes=both(written.writes, script.writes),
+        paths=both(written.paths, script.paths),
         endpoints=both(written.endpoints, script.endpoints),
         git=both(written.git, script.git),
         actions=both(written.actions, script.actions),

@@ -109,6 +109,16 @@ def test_env_assignments_do_not_hide_the_command_env_runs() -> None:
     assert analysis.understood
 
 
+def test_a_script_the_shell_writes_is_walked_as_if_it_ran() -> None:
+    written = bash("cat > a.sh <<'EOF'\ngit push --force\nEOF\nbash a.sh")
+    assert written.git == (GitOperation("push", None, force=True),)
+    assert written.writes == (f"{CWD}/a.sh",)
+    shebang = bash("tee tool <<EOF\n#!/bin/sh\ncat ~/.ssh/id_rsa\nEOF")
+    assert "~/.ssh/id_rsa" in shebang.reads
+    assert bash("echo 'git push -f' > go.sh").git == (GitOperation("push", None, force=True),)
+    assert bash("cat > notes.md <<'EOF'\ngit push -f\nEOF").git == ()  # not a script
+
+
 def test_network_endpoints_are_named_with_their_host() -> None:
     analysis = bash("curl -s https://example.com/a && wget http://127.0.0.1:8000/x")
     assert analysis.endpoints == (
