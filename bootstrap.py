@@ -22,6 +22,7 @@ from domain.lifecycle import LifecycleEvent
 from domain.session import Session, SessionTarget
 from infra.approval_notify import ApprovalNotifier, notify_handler
 from infra.approval_wakeups import PgApprovalWakeups
+from infra.decision_export import DecisionExport, otlp_exporter
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.hook_wire import ask
@@ -38,7 +39,7 @@ from ingest.loop import run_sync
 from ingest.service import HookIngest, Ingested, Ports, Rules
 from projections.base import Projection
 from projections.learned import LearnedProjection
-from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
+from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown, links_at
 from projections.log_tree import attach_note_signer, sign_log_head
 from projections.policies import PoliciesProjection
 from projections.registry import all_projections
@@ -92,6 +93,8 @@ class Services:
     # and the commands that change them.
     active_policies: ActivePolicies | None = None
     policies: Policies | None = None
+    # Hook decisions out as OpenTelemetry spans, when an OTLP endpoint is configured.
+    decision_export: DecisionExport | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -109,6 +112,8 @@ class Services:
             self.active_policies.start()
         self.runner.start()
         self.scheduler.start()
+        if self.decision_export is not None:
+            self.decision_export.start()
 
     def stop(self) -> None:
         """Stop jobs, then projections, then close connections (idempotent)."""
@@ -136,6 +141,8 @@ class Services:
     def close(self) -> None:
         if self.committer is not None:
             self.committer.close()  # drain queued appends before the store closes
+        if self.decision_export is not None:
+            self.decision_export.close()  # the last decisions, with the links read so far
         self.transport.close()
         self.store.close()
         self.app.close()
@@ -239,6 +246,15 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         if settings.approval_notify_url
         else None
     )
+    decision_export = (
+        DecisionExport(
+            settings.decision_export,
+            otlp_exporter(settings.decision_export),
+            partial(links_at, store),
+        )
+        if settings.decision_export is not None and not reading
+        else None
+    )
     ingest = HookIngest(
         Rules(
             hooks=settings.hooks,
@@ -255,6 +271,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
             held=held,
         ),
         observe=observe_dispatch,
+        export=decision_export.offer if decision_export is not None else None,
     )
     app.ensure_default_workspace(".")
     jobs: list[Job] = [
@@ -309,6 +326,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         note_key=note_key,
         active_policies=active_policies,
         policies=Policies(app, store, active_policies),
+        decision_export=decision_export,
     )
 
 

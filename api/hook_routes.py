@@ -19,7 +19,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 from uuid import UUID
 
@@ -66,7 +66,7 @@ from ingest.service import Hold, HookIngest, Ingested
 from services.tool_policy import tool_policy_for
 
 # The runtimes served by /hooks/{runtime}; Claude Code and Coder have their own routes.
-HOOK_RUNTIMES: Final = ("codex", "gemini", "copilot", "qwen", "droid")
+HOOK_RUNTIMES: Final = ("codex", "gemini", "copilot", "qwen", "droid", "opencode", "kilo")
 EVENTS_ROUTE: Final = "/api/sessions/{session_id}/events"
 _EVENT_NAME: Final = re.compile(EVENT_NAME_PATTERN)
 _TEXT_CHECKED: Final = {TEXT_CHECKED: True}
@@ -171,6 +171,9 @@ async def _answer_runtime(request: Request, runtime: Runtime, event: str | None)
     if parsed is None:
         return json_answer({}, None)  # an event this runtime's adapter does not record
     session_id, ev = parsed
+    trace_parent = own.get("traceparent")
+    if trace_parent is not None:  # the decision's exported span joins the runtime's trace
+        ev = replace(ev, trace_parent=trace_parent)
     workspace = (
         bound_workspace(principal, own.get("x-tachograph-workspace"), route) or DEFAULT_WORKSPACE
     )
@@ -325,11 +328,12 @@ def claude_session_id(explicit: str | None, ev: LifecycleEvent) -> UUID:
 
 
 def _own_headers(scope: Scope) -> dict[str, str | None]:
-    """The request's `x-tachograph-*` headers, read in one pass, as `hook_header` reads
-    each (blank is absent; the first of a repeated header counts)."""
+    """The request's `x-tachograph-*` headers and the runtime's W3C `traceparent`, read in
+    one pass, as `hook_header` reads each (blank is absent; the first of a repeated header
+    counts)."""
     own: dict[str, str | None] = {}
     for name, value in scope["headers"]:
-        if name.startswith(b"x-tachograph-"):
+        if name.startswith(b"x-tachograph-") or name == b"traceparent":
             own.setdefault(name.decode("latin-1"), hook_header(value.decode("latin-1")))
     return own
 

@@ -28,7 +28,7 @@ HOOK_BODY_MAX_BYTES = 16 * 1024 * 1024
 # the runtimes whose payload may not name its event, `/hooks/<runtime>/<Event>`; also
 # their templates, from which the OpenAPI document states each route's role.
 RUNTIME_HOOK_PATH = re.compile(
-    r"^/hooks/(?:claude|(?:codex|gemini|copilot|qwen|droid|\{runtime\})"
+    r"^/hooks/(?:claude|(?:codex|gemini|copilot|qwen|droid|opencode|kilo|\{runtime\})"
     r"(?:/(?:[A-Za-z][A-Za-z0-9_]{0,63}|\{event\}))?)$"
 )
 HOOK_PATHS = re.compile(RUNTIME_HOOK_PATH.pattern + r"|^/hooks/coder$|^/api/sessions/[^/]+/events$")

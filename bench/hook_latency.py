@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.gateway import percentiles
+from bench.plugin_hooks import close_all, plugin_figures, plugin_hooks
 from bench.servers import Store, free_port, serve
 
 REPO: Final = Path(__file__).resolve().parents[1]
@@ -335,6 +336,9 @@ def bench_hook_latency(
             spawned(kit.command, kit.env, project, payload(PAYLOADS["claude"][0], project, "tk")),
             allowed,
         )
+    plugins, plugin_described = plugin_hooks(url, root, env, FIXTURES, install=install_tracekit)
+    for runtime, plugin in plugins.items():
+        contenders[f"plugin_{runtime}"] = Contender(plugin.run, plugin.problem)
     kept_alive = HttpHook(port, payload(CLAUDE_HTTP_BODY, project, "kept"), keep_alive=True)
     contenders["http_keep_alive"] = Contender(kept_alive, HttpHook.problem)
     fresh = HttpHook(port, payload(CLAUDE_HTTP_BODY, project, "fresh"), keep_alive=False)
@@ -351,10 +355,20 @@ def bench_hook_latency(
             series, problems = round_robin(contenders, n)
             series["http_keep_alive"]["new_connections"] = kept_alive.connections - warm_connections
     finally:
+        close_all(plugins)
         if isinstance(kit, Tracekit):
             kit.stop_signer()
     shutil.rmtree(root, ignore_errors=True)
-    return figure(n, series, problems, kit, commands)
+    result = figure(n, series, problems, kit, commands)
+    # OpenCode's and Kilo's plugin: called in-process, no process spawned per call.
+    result["plugin_hooks"] = plugin_figures(series, plugins)
+    result["commands"] = {**commands, "plugins": plugin_described}
+    if isinstance(kit, Tracekit):
+        result["plugin_p50_vs_tracekit"] = {
+            runtime: figures["p50_ms"] / series["tracekit"]["p50_ms"]
+            for runtime, figures in result["plugin_hooks"].items()
+        }
+    return result
 
 
 def figure(

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -25,6 +22,7 @@ from bench.gateway import (
     policy_handler,
     timed_alternately,
 )
+from bench.load import CLAUDE_POST_TOOL_USE, acknowledged_position, claude_hooks, wrk
 from bench.servers import Store, baseline, free_port, serve
 
 EVENT_BODY = {
@@ -34,92 +32,6 @@ EVENT_BODY = {
     "toolInput": {"command": "ls -la"},
     "toolResponse": {"stdout": "README.md\n", "exitCode": 0},
 }
-
-
-# Claude Code's native hook body for a finished tool call, as Claude Code sends it
-# (shape of a recorded payload); each request gets a tool_use_id of its own, since a
-# repeated one is a redelivery, answered from the log.
-CLAUDE_POST_TOOL_USE = {
-    "session_id": "7c1e4a52-5d0b-4b8e-9a51-3f0c2d6e8b17",
-    "transcript_path": "/home/dev/.claude/projects/-home-dev-repo/7c1e4a52.jsonl",
-    "cwd": "/home/dev/repo",
-    "permission_mode": "acceptEdits",
-    "hook_event_name": "PostToolUse",
-    "tool_name": "Write",
-    "tool_input": {"file_path": "/home/dev/repo/notes.txt", "content": "hello\n"},
-    "tool_response": {
-        "type": "create",
-        "filePath": "/home/dev/repo/notes.txt",
-        "content": "hello\n",
-        "structuredPatch": [],
-        "originalFile": None,
-        "userModified": False,
-    },
-    "tool_use_id": "UNIQUE",
-    "duration_ms": 2,
-}
-
-
-def wrk(
-    url: str,
-    body: dict[str, Any],
-    seconds: int,
-    connections: int = 16,
-    unique: str | None = None,
-) -> dict[str, float]:
-    """Run wrk with a JSON POST; return requests/s and error counts.
-
-    `unique`: a string of the body that every request replaces with a value of its own.
-    """
-    text = json.dumps(body)
-    lua = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-    if unique is None:
-        lua += f"wrk.body = {json.dumps(text)}\n"
-    else:
-        assert text.count(unique) == 1, unique
-        before, after = text.split(unique)
-        lua += (
-            # `tag` is a global of each thread's own Lua state, set from the main one:
-            # this run's own prefix (wrk's random numbers repeat from run to run) and
-            # the thread's number.
-            f"local threads = 0\nlocal run = {json.dumps(uuid.uuid4().hex)}\n"
-            "function setup(thread)\n"
-            "  threads = threads + 1\n"
-            '  thread:set("tag", run .. "-" .. threads)\n'
-            "end\n"
-            f"local before, after, n = {json.dumps(before)}, {json.dumps(after)}, 0\n"
-            "request = function()\n"
-            "  n = n + 1\n"
-            '  return wrk.format(nil, nil, nil, before .. tag .. "-" .. n .. after)\n'
-            "end\n"
-        )
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(lua)
-    try:
-        out = subprocess.run(
-            ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
-            capture_output=True,
-            text=True,
-            timeout=seconds + 60,
-            check=True,
-        ).stdout
-    finally:
-        os.unlink(script.name)
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    errors = re.search(r"Socket errors:.*", out)
-    return {
-        "rps": rate,
-        "requests": float(done),
-        "non2xx": float(bad.group(1)) if bad else 0.0,
-        "socket_errors": 1.0 if errors else 0.0,
-    }
-
-
-def _position(acknowledged: httpx.Response) -> int:
-    acknowledged.raise_for_status()
-    return int(acknowledged.headers["x-tachograph-position"])
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -137,13 +49,13 @@ def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
         session = httpx.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
         url = f"{base}/api/sessions/{session}/events"
         wrk(url, EVENT_BODY, 2)  # warm-up
-        before = _position(httpx.post(url, json=EVENT_BODY))
+        before = acknowledged_position(httpx.post(url, json=EVENT_BODY))
         measured = wrk(url, EVENT_BODY, seconds)
         rss = peak_rss_mb(proc.pid)
         # Every 2xx answer acknowledged a stored event: the log grew by at least that many.
-        stored = _position(httpx.post(url, json=EVENT_BODY)) - before - 1
+        stored = acknowledged_position(httpx.post(url, json=EVENT_BODY)) - before - 1
         assert stored >= measured["requests"] - measured["non2xx"], (stored, measured)
-        claude = _claude_hooks(base, seconds)
+        claude = claude_hooks(base, seconds)
     bare_port = free_port()
     with baseline("bare_app", bare_port, {}, work / "bare.log"):
         bare_url = f"http://127.0.0.1:{bare_port}/api/sessions/x/events"
@@ -230,7 +142,7 @@ def bench_facts_vs_metadata(
                 loads["ingest"][side] = (url, EVENT_BODY, None)
                 loads["claude"][side] = (f"{base}/hooks/claude", CLAUDE_POST_TOOL_USE, "UNIQUE")
                 wrk(url, EVENT_BODY, 2)  # warm-up
-                _position(httpx.post(f"{base}/hooks/claude", json=CLAUDE_POST_TOOL_USE))
+                acknowledged_position(httpx.post(f"{base}/hooks/claude", json=CLAUDE_POST_TOOL_USE))
                 wrk(f"{base}/hooks/claude", CLAUDE_POST_TOOL_USE, 2, unique="UNIQUE")
             for pair in range(pairs):
                 order = ["full", "metadata"] if pair % 2 == 0 else ["metadata", "full"]
@@ -308,30 +220,6 @@ def _settle(bases: dict[str, str], timeout_s: float = 60.0) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{base}: read models still behind after {timeout_s} s")
             time.sleep(0.1)
-
-
-def _claude_hooks(base: str, seconds: int) -> dict[str, Any]:
-    """Claude Code's native hook route, as many agents call it: each tool call a new event."""
-    url = f"{base}/hooks/claude"
-    first = httpx.post(url, json={**CLAUDE_POST_TOOL_USE, "tool_use_id": "first"})
-    before = _position(first)  # also creates the session, so the run measures ingest only
-    wrk(url, CLAUDE_POST_TOOL_USE, 2, unique="UNIQUE")  # warm-up
-    started = _position(httpx.post(url, json={**CLAUDE_POST_TOOL_USE, "tool_use_id": "start"}))
-    measured = wrk(url, CLAUDE_POST_TOOL_USE, seconds, unique="UNIQUE")
-    end = _position(httpx.post(url, json={**CLAUDE_POST_TOOL_USE, "tool_use_id": "end"}))
-    stored = end - started - 1
-    acknowledged = measured["requests"] - measured["non2xx"]
-    assert before < started and stored >= acknowledged, (stored, measured)
-    return {
-        "workload": (
-            f"POST /hooks/claude, Claude Code PostToolUse bodies (each its own tool_use_id), "
-            f"no handlers, wrk 16 connections x {seconds} s"
-        ),
-        "events_per_s": measured["rps"],
-        "errors": measured["non2xx"],
-        "acknowledged": acknowledged,
-        "stored": stored,
-    }
 
 
 def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
@@ -551,6 +439,7 @@ def run_bench(
 
     from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
+    from bench.otel_export import bench_otel_export
 
     console = Console()
     seconds, n = (3, 200) if quick else (10, 1000)
@@ -564,6 +453,8 @@ def run_bench(
             1 if quick else seconds // 2,
         ),
         ("hook_gateway", bench_hook_gateway, n),
+        # The same ingest and gateway figures with decisions exported as spans, and without.
+        ("otel_export", partial(bench_otel_export, rounds=1 if quick else 2), seconds),
         ("pending_approvals", bench_pending_approvals, 40 if quick else n),
         ("read_your_writes", bench_read_your_writes, n),
         ("task_board", bench_task_board, tasks),
@@ -581,7 +472,7 @@ def run_bench(
         names = ", ".join(name for name, _, _ in benchmarks)
         raise SystemExit(f"tachograph bench: no benchmark {', '.join(unknown)} (there are {names})")
     benchmarks = [b for b in benchmarks if not only or b[0] in only]
-    wrk_figures = {"ingest", "facts_vs_metadata"}
+    wrk_figures = {"ingest", "facts_vs_metadata", "otel_export"}
     if shutil.which("wrk") is None and any(name in wrk_figures for name, _, _ in benchmarks):
         raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from cli.copilot_hooks import HOOK_FILE as COPILOT_FILE
+from cli.hook_waits import installed_plugin_settings
 from cli.runtime_hooks import NESTED, own_command
 from infra.settings import Settings
 from ingest.runtimes.runtimes import RUNTIMES
@@ -80,6 +81,11 @@ def runtime_hook_findings(
             problem = _unreachable(url) or _refused_token(url, runtime, env.get(AGENT_TOKEN_ENV))
             if problem:
                 findings.append(f"{path}: {runtime} hooks reach {url}, which {problem}")
+    for root, finding, seen_as, open_gate in plugin_findings(settings, env, named):
+        with_hooks.add(root)
+        seen.append(seen_as)
+        findings.extend(finding)
+        failing_open.extend(open_gate)
     closed = [
         handler.id
         for handlers in settings.hooks.handlers.values()
@@ -105,6 +111,38 @@ def runtime_hook_findings(
     if seen and not env.get(AGENT_TOKEN_ENV):
         summary += f" ({AGENT_TOKEN_ENV} unset here, so the agent token was not checked)"
     return list(dict.fromkeys(findings)), summary  # one line per finding, not per event
+
+
+def plugin_findings(
+    settings: Settings, env: Mapping[str, str], named: Sequence[Path]
+) -> Iterator[tuple[Path, list[str], str, list[str]]]:
+    """For each Tachograph plugin of OpenCode or Kilo found: its directory, the problems
+    found, how it is named in the summary, and its gates if they fail open."""
+    from cli.opencode_plugin import PLUGIN_RUNTIMES, sdk_start_up_wait
+
+    roots = project_dirs(settings, named) + ([Path(env["HOME"])] if env.get("HOME") else [])
+    done: set[Path] = set()
+    for root in roots:
+        for spec in PLUGIN_RUNTIMES.values():
+            path = spec.path(root)
+            installed = installed_plugin_settings(path)
+            if installed is None or path.resolve() in done:
+                continue
+            done.add(path.resolve())
+            problems: list[str] = []
+            url = str(installed.get("url", "")).split("/hooks/")[0]
+            token = env.get(AGENT_TOKEN_ENV)
+            problem = _unreachable(url) or _refused_token(url, spec.runtime, token)
+            if problem:
+                problems.append(f"{path}: {spec.runtime} hooks reach {url}, which {problem}")
+            if wait := sdk_start_up_wait(spec, spec.config(root)):
+                problems.append(f"{path}: {wait}")
+            gates = (
+                []
+                if installed.get("failClosed")
+                else [f"{path} (chat.message, tool.execute.before)"]
+            )
+            yield root, problems, f"{spec.runtime} ({path})", gates
 
 
 def _is_gate(runtime: str, event: str) -> bool:

@@ -60,6 +60,14 @@ _RUNTIME_DEFAULT_S: Final[Mapping[str, tuple[float, float]]] = {
     "droid": (60.0, 60.0),
     "copilot": (30.0, 30.0),
 }
+# Tachograph's plugin of OpenCode and Kilo (cli/opencode_plugin.py), under a home directory,
+# and the plugin hooks a call can be held on: the plugin pins how long it waits for them.
+PLUGIN_FILES: Final[Mapping[str, Path]] = {
+    runtime: Path(".config") / runtime / "plugin" / "tachograph.js"
+    for runtime in ("opencode", "kilo")
+}
+HELD_PLUGIN_HOOKS: Final = ("tool.execute.before",)
+_PLUGIN_SETTINGS: Final = re.compile(r"^const SETTINGS = (\{.*\});$", re.MULTILINE)
 _CLIENT_WAIT: Final = re.compile(r"(?:^|\s)TACHOGRAPH_HOOK_TIMEOUT_S=(['\"]?)([0-9.]+)\1(?:\s|$)")
 
 
@@ -107,7 +115,7 @@ class HookWait:
     path: Path
     runtime: str
     event: str
-    kind: str  # command | http
+    kind: str  # command | http | plugin
     waits_s: float
 
     def describe(self) -> str:
@@ -124,6 +132,40 @@ def installed_waits(directory: Path) -> list[HookWait]:
         for event, entry in _entries(hooks):
             if event in HELD_EVENTS[runtime] and _is_tachograph(entry):
                 found.append(_wait_of(path, runtime, event, entry))
+    return found + _plugin_waits(directory)
+
+
+def is_own_plugin(path: Path) -> bool:
+    """Whether the file at `path` is a plugin Tachograph wrote."""
+    try:
+        head = path.read_text(encoding="utf-8")[:200]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.startswith("// Tachograph's plugin for ")
+
+
+def installed_plugin_settings(path: Path) -> dict[str, Any] | None:
+    """The settings a plugin was written with (None: not one of Tachograph's)."""
+    if not path.is_file() or not is_own_plugin(path):
+        return None
+    found = _PLUGIN_SETTINGS.search(path.read_text(encoding="utf-8"))
+    try:
+        settings = json.loads(found.group(1)) if found else None
+    except ValueError:
+        return None
+    return settings if isinstance(settings, dict) else None
+
+
+def _plugin_waits(directory: Path) -> list[HookWait]:
+    found: list[HookWait] = []
+    for runtime, relative in PLUGIN_FILES.items():
+        settings = installed_plugin_settings(directory / relative)
+        wait = settings.get("heldWaitS") if settings else None
+        if isinstance(wait, int | float) and not isinstance(wait, bool):
+            found += [
+                HookWait(directory / relative, runtime, hook, "plugin", float(wait))
+                for hook in HELD_PLUGIN_HOOKS
+            ]
     return found
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 # `tachograph hook <runtime>`: relayed by hook_client.command (ingest/runtimes/runtimes.py).
 COMMAND_HOOK_RUNTIMES = ("claude", "codex", "gemini", "copilot", "qwen", "droid")
+# Runtimes whose hook is a plugin Tachograph writes (cli/opencode_plugin.py), not a command.
+PLUGIN_HOOK_RUNTIMES = ("opencode", "kilo")
 
 
 def _settings() -> Any:
@@ -277,6 +279,20 @@ def cmd_hook_install(args: argparse.Namespace) -> int:
                 fail_closed=args.fail_closed,
                 hold_s=hold,
             )
+        elif args.agent in PLUGIN_HOOK_RUNTIMES:
+            from cli.opencode_plugin import PLUGIN_RUNTIMES, install_plugin
+
+            if args.http:
+                raise HookFileError(f"{args.agent} runs Tachograph's plugin; drop --http")
+            path, note = install_plugin(
+                PLUGIN_RUNTIMES[args.agent],
+                Path(args.dir),
+                url=url,
+                fail_closed=args.fail_closed,
+                hold_s=hold,
+            )
+            if note:
+                print(note)
         elif args.agent == "copilot":
             from cli.copilot_hooks import install_copilot_hooks, install_note
 
@@ -317,6 +333,10 @@ def cmd_hook_uninstall(args: argparse.Namespace) -> int:
             from cli.claude_settings import uninstall_claude_hooks
 
             path = uninstall_claude_hooks(Path(args.dir))
+        elif args.agent in PLUGIN_HOOK_RUNTIMES:
+            from cli.opencode_plugin import PLUGIN_RUNTIMES, uninstall_plugin
+
+            path = uninstall_plugin(PLUGIN_RUNTIMES[args.agent], Path(args.dir))
         elif args.agent == "copilot":
             from cli.copilot_hooks import uninstall_copilot_hooks
 
@@ -437,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
         relay.add_argument("--fail-closed", action="store_true")
     for name, func in (("install", cmd_hook_install), ("uninstall", cmd_hook_uninstall)):
         action = hook_sub.add_parser(name, help=f"{name} Tachograph's hooks of an agent runtime")
-        action.add_argument("agent", choices=COMMAND_HOOK_RUNTIMES)
+        action.add_argument("agent", choices=(*COMMAND_HOOK_RUNTIMES, *PLUGIN_HOOK_RUNTIMES))
         action.add_argument("dir")
         if name == "install":
             action.add_argument("--http", action="store_true", help="native HTTP hooks")

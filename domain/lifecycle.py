@@ -82,6 +82,9 @@ class LifecycleEvent:
     error: str | None = None
     is_interrupt: bool | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    # The W3C `traceparent` the runtime sent with the call: the decision's exported span
+    # is its child (infra/decision_export.py). Never stored, never shown to handlers.
+    trace_parent: str | None = None
 
 
 def check_event(event: LifecycleEvent) -> LifecycleEvent:

@@ -53,6 +53,9 @@ _KEY_ENV: Final = ("TACHOGRAPH_AGENT_TOKEN", "TACHOGRAPH_API_KEY")
 _FORWARDED_ENV: Final = (
     ("x-tachograph-session-id", "TACHOGRAPH_SESSION_ID"),
     ("x-tachograph-workspace", "TACHOGRAPH_WORKSPACE"),
+    # The trace context Claude Code hands its hook subprocesses: the decision's exported
+    # span joins the runtime's trace.
+    ("traceparent", "TRACEPARENT"),
 )
 
 

@@ -20,6 +20,11 @@ from domain.hook_config import HookConfig
 from infra.approval_config_parser import parse_approval_rules
 from infra.cpu_affinity import ALL, AUTO, allowed_cpus
 from infra.hook_config_parser import HookConfigError, check_outbound_url, parse_hook_config
+from infra.otel_settings import (
+    DecisionExportSettings,
+    OtelSettingsError,
+    decision_export_settings,
+)
 from infra.reflector import ReflectorConfigError, parse_reflector_config
 from infra.self_update_git import DEFAULT_LIMIT_BYTES as INSPECT_LIMIT_BYTES
 from infra.witness_peers import WitnessPeer, parse_witnesses
@@ -142,6 +147,8 @@ class Settings:
     # before it answers 408 and closes the connection (api/read_deadlines.py).
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0
+    # Each hook decision out as an OpenTelemetry span (OTEL_EXPORTER_OTLP_*); None: off.
+    decision_export: DecisionExportSettings | None = None
 
     @property
     def sqlite_path(self) -> Path:
@@ -291,7 +298,15 @@ class Settings:
             ),
             http_body_timeout_s=get.number("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", 30, 0.1, 3600, float),
             secrets=secrets,
+            decision_export=_decision_export(env, get),
         )
+
+
+def _decision_export(env: Mapping[str, str], get: _Reader) -> DecisionExportSettings | None:
+    try:
+        return decision_export_settings(env, get.number)
+    except OtelSettingsError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _check_pair(env: Mapping[str, str], first: str, second: str) -> None:

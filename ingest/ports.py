@@ -37,6 +37,10 @@ AskHandler = Callable[[HookHandler, HandlerRequest], HandlerReply]
 Clock = Callable[[], datetime]
 # Told every decision (metrics per event and handler); must not raise.
 DispatchObserver = Callable[[str, Decision], None]
+# Told each decision once its record settled: its log position, None when it could not
+# be recorded (the OpenTelemetry export's queue, infra/decision_export.py). On the hook
+# path: it must only enqueue, and must not raise.
+DecisionSink = Callable[[UUID, LifecycleEvent, UUID, Decision, int | None, datetime], None]
 # An agent's learned content composed within a byte budget for the workspace of a
 # session, answered from memory (it is asked on the hook path):
 # services/learned_context.py's `LearnedContext.for_session`.
@@ -125,7 +129,7 @@ class PolicyPort(Protocol):
         """What the active rules say of this call."""
 
     def longest_hold_s(self) -> int:
-        """The longest an active enforced `ask` rule holds a call (0: none asks)."""
+        """The longest an active `ask` rule holds a call, in seconds (0: none)."""
 
 
 class Offload(Protocol):

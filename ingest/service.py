@@ -56,6 +56,7 @@ from ingest.loop import offload, run_sync
 from ingest.ports import (
     AskHandler,
     Clock,
+    DecisionSink,
     DispatchLog,
     DispatchObserver,
     LearnedSource,
@@ -155,6 +156,7 @@ class HookIngest:
         known: KnownSessions | None = None,
         clock: Clock = _utc_now,
         observe: DispatchObserver = _no_observer,
+        export: DecisionSink | None = None,
     ) -> None:
         self.rules = rules
         self.config = rules.hooks
@@ -169,6 +171,7 @@ class HookIngest:
         self.known = known if known is not None else KnownSessions()
         self._clock = clock
         self._observe = observe
+        self._export = export
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -381,8 +384,12 @@ class HookIngest:
             log.exception("hook dispatch could not be recorded", extra={"dispatch_id": dispatch_id})
             # Without learned content, which is only ever delivered on the record.
             unrecorded = render(ev.event, decision)[0] if render is not None else None
+            if self._export is not None:  # must not raise (ingest/ports.py)
+                self._export(session_id, ev, dispatch_id, decision, None, received)
             return Ingested(dispatch_id, decision, unrecorded, None, False)
         self.known.add(session_id)
+        if self._export is not None:
+            self._export(session_id, ev, dispatch_id, decision, position, received)
         return Ingested(dispatch_id, delivered, answer, position, True)
 
     def _append_continued(

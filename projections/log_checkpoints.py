@@ -148,6 +148,19 @@ class LogChainProjection(Projection):
         return head
 
 
+def links_at(store: ReadStore, positions: Sequence[int]) -> dict[int, str]:
+    """The chain link recorded at each of these positions (one range read); positions the
+    chain has not reached yet are missing."""
+    if not positions:
+        return {}
+    wanted = set(positions)
+    rows = store.query(
+        f"SELECT position, link FROM {LINKS_TABLE} WHERE position BETWEEN ? AND ?",
+        (min(wanted), max(wanted)),
+    )
+    return {int(r["position"]): str(r["link"]) for r in rows if int(r["position"]) in wanted}
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 

@@ -110,6 +110,9 @@ class ActivePolicies:
 
     # --- the hook path ----------------------------------------------------------------
 
+    def longest_hold_s(self) -> int:
+        return self._snapshot.longest_hold_s
+
     def applies(self, event: str) -> bool:
         return event in self._snapshot.events
 
@@ -123,9 +126,6 @@ class ActivePolicies:
         title = self._title(session_id) if self._reads_session(policies, ev.event) else None
         context = CallContext(str(session_id), workspace, ev.agent, title)
         return judge(policies, ev, context, self.compiler)
-
-    def longest_hold_s(self) -> int:
-        return self._snapshot.longest_hold_s
 
     def _reads_session(self, policies: tuple[ActivePolicy, ...], event: str) -> bool:
         return any(

@@ -1,5 +1,6 @@
 """Approvals on every runtime's hook path through a real `serve` (both stores): Codex,
-Gemini CLI and Copilot CLI (their captured PreToolUse payloads) and Coder's signed
+Gemini CLI, Copilot CLI, Qwen Code, Factory Droid, OpenCode and Kilo (their captured
+PreToolUse payloads) and Coder's signed
 pre_tool_use, each allowed, denied and timed out, answered in the runtime's own format.
 Claude Code's paths are in tests/test_approvals_api.py."""
 
@@ -84,6 +85,26 @@ def droid(command: str) -> tuple[str, dict[str, Any]]:
     )
 
 
+def plugin(runtime: str) -> Callable[[str], tuple[str, dict[str, Any]]]:
+    """OpenCode's and Kilo's `tool.execute.before` as their plugin posts it: `bash` is
+    recorded as `Bash`, so the Bash rules hold it."""
+
+    def body(command: str) -> tuple[str, dict[str, Any]]:
+        hook = captured(f"{runtime}/basic/{PLUGIN_CAPTURES[runtime]}")
+        given = {**hook["input"], "sessionID": f"ses_{uuid.uuid4().hex[:20]}"}
+        given["callID"] = f"call_{uuid.uuid4().hex[:12]}"
+        args = {"command": command, "description": "run"}
+        return f"/hooks/{runtime}", {"hook": hook["hook"], "input": given, "output": {"args": args}}
+
+    return body
+
+
+PLUGIN_CAPTURES = {
+    "opencode": "071-tool.execute.before.json",
+    "kilo": "065-tool.execute.before.json",
+}
+
+
 def allowed(runtime: str, answer: dict[str, Any]) -> bool:
     return answer == {}
 
@@ -94,6 +115,8 @@ def denied(runtime: str, answer: dict[str, Any]) -> str:
         output = answer["hookSpecificOutput"]
         assert output["permissionDecision"] == "deny", answer
         return str(output["permissionDecisionReason"])
+    if runtime in PLUGIN_CAPTURES:  # the plugin throws this: the tool result the model reads
+        return str(answer["deny"])
     if runtime == "gemini":
         assert answer["decision"] == "deny", answer
         return str(answer["reason"])
@@ -107,6 +130,8 @@ RUNTIMES: dict[str, Callable[[str], tuple[str, dict[str, Any]]]] = {
     "copilot": copilot,
     "qwen": qwen,
     "droid": droid,
+    "opencode": plugin("opencode"),
+    "kilo": plugin("kilo"),
 }
 
 

@@ -45,11 +45,17 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "rebuild",
         "activity_search",
         "facts_vs_metadata",
+        "otel_export",
         *once,
     }
     for name, figure in figures.items():
         assert figure["workload"], name  # every figure states its workload size
         assert name in ran.stdout  # and is printed as it is measured
+
+    exported = figures["otel_export"]
+    assert exported["claude_events_per_s_off"] > 0 and exported["claude_events_per_s_on"] > 0
+    assert exported["spans"]["exported"] > 0  # the stand-in collector took the decisions
+    assert set(exported["gateway_overhead_p99_ms"]) == {"off", "on"}
 
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0
@@ -138,6 +144,9 @@ def assert_hook_latency_shape(latency: dict[str, Any]) -> None:
         latency["http"]["keep_alive"],
         latency["http"]["new_connection"],
     ]
+    # OpenCode's and Kilo's plugin, where a JavaScript runtime is there to load it in.
+    assert set(latency["plugin_hooks"]) <= {"opencode", "kilo"}
+    series += latency["plugin_hooks"].values()
     for figure in series:
         assert 0 < figure["p50_ms"] <= figure["p99_ms"] and figure["errors"] == 0, figure
     target = latency["targets"]["http_p50_ms"]

@@ -226,3 +226,33 @@ def test_a_database_that_cannot_be_reached_names_the_setting(tmp_path: Path) -> 
         "cannot reach the database nowhere at 127.0.0.1:1 ("
     )
     assert "pw" not in line.replace("nowhere", "")
+
+
+COLLECTOR = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "extra"),
+    [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", {}),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://collector/v1/traces", {}),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", COLLECTOR),
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json", COLLECTOR),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "0", COLLECTOR),
+        ("OTEL_BSP_SCHEDULE_DELAY", "soon", COLLECTOR),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "-1", COLLECTOR),
+    ],
+)
+def test_a_bad_decision_export_setting_is_refused_naming_it(
+    name: str, value: str, extra: dict[str, str]
+) -> None:
+    message = refusal({name: value, **extra})
+    assert message.startswith(f"{name}: "), message
+    assert "\n" not in message
+
+
+def test_decision_export_is_off_without_an_endpoint_and_when_the_sdk_is_disabled() -> None:
+    assert Settings.from_env({}).decision_export is None
+    assert Settings.from_env({**COLLECTOR, "OTEL_SDK_DISABLED": "true"}).decision_export is None
+    export = Settings.from_env(COLLECTOR).decision_export
+    assert export is not None and export.endpoint == "http://127.0.0.1:4318/v1/traces"

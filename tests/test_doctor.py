@@ -128,14 +128,14 @@ def test_runtime_hooks_that_cannot_work_are_reported(settings: Settings, tmp_pat
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     env = {**env_for(settings), "PATH": VENV_BIN + os.pathsep + "/usr/bin:/bin", "HOME": str(home)}
-    for runtime in ("codex", "gemini", "copilot", "qwen", "droid"):
+    for runtime in ("codex", "gemini", "copilot", "qwen", "droid", "opencode", "kilo"):
         installed = tachograph(["hook", "install", runtime, str(home), "--url", dead], env)
         assert installed.returncode == 0, installed.stderr
     hooks_file = home / ".codex" / "hooks.json"
     hooks_file.write_text(hooks_file.read_text().replace(sys.executable, "/no/such/python"))
     result = doctor(env)
     warned = [line for line in result.stdout.splitlines() if line.startswith("WARN runtimes:")]
-    for runtime in ("gemini", "copilot", "qwen", "droid"):
+    for runtime in ("gemini", "copilot", "qwen", "droid", "opencode", "kilo"):
         reach = f"{runtime} hooks reach {dead}, which does not answer"
         assert any(reach in w for w in warned), warned
     assert any("codex hooks run /no/such/python, which does not exist" in w for w in warned), (

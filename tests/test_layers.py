@@ -66,6 +66,7 @@ HOOK_CLIENT_MODULES = {
     "ingest.runtimes.gemini_cli",
     "ingest.runtimes.qwen_code",
     "ingest.runtimes.factory_droid",
+    "ingest.runtimes.opencode",
     "ingest.runtimes.claude_shaped",
     "ingest.runtimes.patches",
     "ingest.runtimes.runtimes",

@@ -165,6 +165,17 @@ def test_rollback_and_removal_are_events_and_take_effect_at_once(client: TestCli
     assert client.post("/api/policy/revisions/nope/activate").status_code == 404
 
 
+def test_an_active_ask_rule_counts_in_the_longest_hold(client: TestClient) -> None:
+    held = json.dumps(
+        {"version": 1, "rules": [{"id": "wait", "when": "true", "then": "ask", "timeoutS": 321}]}
+    )
+    before = client.get("/api/health").json()["longestHoldS"]
+    revision = record(client, held)
+    assert client.get("/api/health").json()["longestHoldS"] == before  # not active yet
+    client.post(f"/api/policy/revisions/{revision['id']}/activate")
+    assert client.get("/api/health").json()["longestHoldS"] == 321
+
+
 def test_a_workspace_policy_judges_only_that_workspaces_sessions(
     client: TestClient, settings: Settings
 ) -> None:

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from bench.run import CLAUDE_POST_TOOL_USE
+from bench.load import CLAUDE_POST_TOOL_USE
 from infra.event_store import LOG_PAGE_SIZE
 from infra.settings import Settings
 from tests.support import env_for
@@ -68,8 +68,10 @@ def bytes_per_event(path: Path) -> tuple[float, float]:
 
 @pytest.mark.parametrize("store_kind", ["sqlite"], indirect=True)
 def test_a_new_log_is_created_with_pages_that_hold_many_events(settings: Settings) -> None:
-    ids = [f"toolu_{n:04d}" for n in range(300)]
-    assert record_writes(settings, 300) == ids
+    # Enough events that the file's fixed pages (its schema, the index's root) do not
+    # count: two 16 KiB pages over 300 events would be ~110 bytes of each.
+    ids = [f"toolu_{n:04d}" for n in range(600)]
+    assert record_writes(settings, 600) == ids
     log = settings.sqlite_path
     assert page_size(log) == LOG_PAGE_SIZE
     with closing(sqlite3.connect(log)) as conn:

@@ -47,11 +47,11 @@ def health(
     body["scheduler"] = scheduler.state
     body["executor"] = "command" if settings.task_command else "none"
     # How long a hook request may be held for an operator: hooks must wait longer.
-    # An active policy's `ask` rule holds a call as an approval rule does.
-    policy = ingest.rules.policy
-    held_by_policy = policy.longest_hold_s() if policy is not None else 0
+    # An active policy's `ask` rules count too (docs/policy.md: re-install hooks after
+    # activating a longer one).
     held = longest_hold_s(ingest.approvals.rules, ingest.config.handlers)
-    body["longestHoldS"] = max(held, held_by_policy)
+    policy = ingest.rules.policy
+    body["longestHoldS"] = max(held, policy.longest_hold_s() if policy is not None else 0)
     # What the deployment runs: an API replica without an executor beside workers with one.
     body["executors"] = _live_executors(tasks) if head is not None else None
     return JSONResponse(body, status_code=200 if head is not None else 503)

@@ -165,11 +165,8 @@ def tool_event_id(
 
 def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], str | None]:
     """Map a combined decision to Claude Code's hook answer, plus an audit note if degraded."""
-    outcome: object = decision.outcome
     notes: list[str] = []
-    if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
-        notes.append(f"unknown outcome {outcome!r} treated as deny")
-        outcome = "deny"
+    outcome = known_outcome(decision, notes)
     reason = optional_text(decision.reason)
     replacement = decision.replacement
     if event == "PreToolUse":
@@ -194,6 +191,15 @@ def decision_to_claude(event: str, decision: Decision) -> tuple[dict[str, Any], 
         answer = {}
     _add_context(event, answer, optional_text(decision.additional_context), notes)
     return answer, "; ".join(notes) or None
+
+
+def known_outcome(decision: Decision, notes: list[str]) -> str:
+    """The decision's outcome; one no renderer knows is a deny, and noted so."""
+    outcome: object = decision.outcome
+    if not isinstance(outcome, str) or outcome not in DECISION_OUTCOMES:
+        notes.append(f"unknown outcome {outcome!r} treated as deny")
+        return "deny"
+    return outcome
 
 
 def _pre_tool_use_answer(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Final
 
 import ingest.runtimes.claude_code as claude_code
@@ -17,6 +18,7 @@ import ingest.runtimes.codex as codex
 import ingest.runtimes.copilot_cli as copilot_cli
 import ingest.runtimes.factory_droid as factory_droid
 import ingest.runtimes.gemini_cli as gemini_cli
+import ingest.runtimes.opencode as opencode
 import ingest.runtimes.qwen_code as qwen_code
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
@@ -102,8 +104,24 @@ DROID: Final = Runtime(
     normalised_events=factory_droid.NORMALISED_EVENTS,
 )
 
+# OpenCode and Kilo (its fork) run Tachograph's plugin, which posts their hooks alike.
+OPENCODE: Final = Runtime(
+    name="opencode",
+    agent=opencode.AGENT,
+    to_event=opencode.opencode_payload_to_event,
+    render=opencode.decision_to_opencode,
+    gate_events=opencode.FAIL_CLOSED_EVENTS,
+    normalised_events=opencode.NORMALISED_EVENTS,
+)
+KILO: Final = replace(
+    OPENCODE,
+    name="kilo",
+    agent=opencode.KILO_AGENT,
+    to_event=partial(opencode.opencode_payload_to_event, agent=opencode.KILO_AGENT),
+)
+
 RUNTIMES: Final[dict[str, Runtime]] = {
-    r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN, DROID)
+    r.name: r for r in (CLAUDE, CODEX, GEMINI, COPILOT, QWEN, DROID, OPENCODE, KILO)
 }
 
 

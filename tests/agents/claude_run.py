@@ -158,6 +158,7 @@ def run_claude(
     http: bool,
     down: bool = False,
     prompt: str = PROMPT,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     home, project = work / name / "home", work / name / "project"
     home.mkdir(parents=True)
@@ -176,6 +177,7 @@ def run_claude(
         # agent's one Tachograph credential is its narrow token, never the admin key.
         "TACHOGRAPH_AGENT_TOKEN": token,
         "TACHOGRAPH_HOOK_LOG": str(work / name / "hook-client" / "hooks.log"),
+        **(extra_env or {}),
     }
     argv = [claude, "-p", prompt, "--output-format", "json", "--allowedTools", "Bash"]
     before = len(api.requests)

@@ -214,9 +214,15 @@ def agent_env(work: Path, **extra: str) -> dict[str, str]:
 
 
 def run_agent(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float = 120
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float = 120,
+    stderr_file: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the CLI to its end (stdin closed: some wait for it otherwise)."""
+    """Run the CLI to its end (stdin closed: some wait for it otherwise); its whole stderr
+    also into `stderr_file`, if named (the report keeps its end only)."""
     started = time.monotonic()
     done = subprocess.run(
         list(argv),
@@ -228,6 +234,8 @@ def run_agent(
         timeout=timeout,
         check=False,
     )
+    if stderr_file is not None:
+        stderr_file.write_text(done.stderr)
     return {
         "seconds": time.monotonic() - started,
         "exit": done.returncode,
@@ -237,10 +245,15 @@ def run_agent(
 
 
 def run_against(
-    api: Any, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path
+    api: Any,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stderr_file: Path | None = None,
 ) -> dict[str, Any]:
     """run_agent, with what the model stand-in `api` received and the script's errors."""
-    report = run_agent(argv, env=env, cwd=cwd)
+    report = run_agent(argv, env=env, cwd=cwd, stderr_file=stderr_file)
     requests = [json.dumps(r.body) for r in api.agent_requests()]
     report.update(model_requests=requests, standin_errors=list(api.errors))
     return report
