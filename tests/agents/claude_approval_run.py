@@ -276,12 +276,8 @@ def main() -> int:
     parser.add_argument("--hold-s", type=float, default=15, help="how long the operator waits")
     args = parser.parse_args()
     work: Path = args.work
-    (work / "workspace").mkdir(parents=True, exist_ok=True)
+    token = harness.agent_token(work, ADMIN_KEY)
     settings = harness.settings_of(work, ADMIN_KEY)
-    issued = harness.tachograph(
-        "keys", "issue", "--role", "agent", "--workspace", "default", env=env_for(settings)
-    )
-    token = issued.strip()
     rules = {"TACHOGRAPH_APPROVALS": json.dumps({"version": 1, "rules": [RULE]})}
     serve = Server(settings, work / "serve.log", rules)
     report: dict[str, Any] = {}

@@ -43,7 +43,7 @@ from tests.agents.claude_approval_run import (  # noqa: E402
     wait_ended,
 )
 from tests.agents.gemini_run import USER_SETTINGS  # noqa: E402
-from tests.support import Server, env_for  # noqa: E402
+from tests.support import Server  # noqa: E402
 
 ADMIN_KEY = "policy-e2e-admin-key-0123456789abcdef"
 ADMIN = {"x-tachograph-key": ADMIN_KEY}
@@ -189,12 +189,8 @@ def main() -> int:
     parser.add_argument("--hold-s", type=float, default=12, help="how long the operator waits")
     args = parser.parse_args()
     work: Path = args.work
-    (work / "workspace").mkdir(parents=True, exist_ok=True)
+    token = harness.agent_token(work, ADMIN_KEY)
     settings = harness.settings_of(work, ADMIN_KEY)
-    issued = harness.tachograph(
-        "keys", "issue", "--role", "agent", "--workspace", "default", env=env_for(settings)
-    )
-    token = issued.strip()
     serve = Server(settings, work / "serve.log", {"TACHOGRAPH_SERVE_CPU": "all"})
     report: dict[str, Any] = {}
     try:
