@@ -72,6 +72,21 @@ def test_health_names_the_longest_hold(serve: httpx.Client) -> None:
     assert serve.get("/api/health").json()["longestHoldS"] == HOLD_S
 
 
+def test_an_active_policys_ask_rule_counts_in_the_hold(serve: httpx.Client) -> None:
+    asks = (
+        "version: 1\nrules:\n  - {id: slow, when: 'tool == \"Bash\"', then: ask, timeoutS: %d%s}\n"
+    )
+    held = serve.post("/api/policy/revisions", json={"source": asks % (300, "")}).json()
+    shadow = serve.post("/api/policy/revisions", json={"source": asks % (500, ", mode: shadow")})
+    assert serve.get("/api/health").json()["longestHoldS"] == HOLD_S  # recorded, not active
+    assert serve.post(f"/api/policy/revisions/{shadow.json()['id']}/activate").status_code == 200
+    assert serve.get("/api/health").json()["longestHoldS"] == HOLD_S  # a shadow rule holds nothing
+    assert serve.post(f"/api/policy/revisions/{held['id']}/activate").status_code == 200
+    assert serve.get("/api/health").json()["longestHoldS"] == 300
+    assert serve.post("/api/policy/remove", json={}).status_code == 200
+    assert serve.get("/api/health").json()["longestHoldS"] == HOLD_S
+
+
 def test_install_writes_waits_longer_than_the_hold_for_every_runtime(
     serve: httpx.Client, tmp_path: Path
 ) -> None:

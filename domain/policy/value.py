@@ -6,12 +6,15 @@ Only the fields some rule reads are built: the shell analysis behind `paths` and
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from domain.lifecycle import LifecycleEvent
 from domain.shell.analysis import analyse_tool_call
+from domain.shell.programs import is_shell_script
 from domain.shell.result import ToolCallAnalysis, Unclear
 
 NAMES: Final = (
@@ -104,8 +107,22 @@ def command_value(analysis: ToolCallAnalysis) -> dict[str, Any]:
         "writes": list(analysis.writes),
         "hosts": list(analysis.hosts),
         "git": [{"op": g.op, "remote": g.remote or "", "force": g.force} for g in analysis.git],
-        "understood": analysis.understood and analysis.cwd != _NO_CWD,
+        "understood": analysis.understood
+        and analysis.cwd != _NO_CWD
+        and not any(_PATTERN_DIRECTORY.search(use.path) for use in analysis.paths)
+        and not any(action.kind in _PROGRAM_CHANGING for action in analysis.actions),
     }
+
+
+# Facts that make the programs named perhaps not the ones run (`PATH=/tmp/x git push`,
+# `LD_PRELOAD=…`, a function or alias named like a program): not understood.
+_PROGRAM_CHANGING: Final = frozenset({"exec-changing-env", "command-redefinition"})
+
+
+# A wildcard in a directory of a path (`~/.ss?/id_rsa`, `/root/*/id_rsa`): which
+# directories it goes through is known only at run time, so no rule on a name can
+# see it. (One in the last part, `~/.ss*`, is listed as written: docs/policy.md.)
+_PATTERN_DIRECTORY: Final = re.compile(r"[*?\[][^/]*/")
 
 
 # Analysed from here when the runtime sent no absolute cwd: nothing relative can then be
@@ -118,11 +135,51 @@ def _analysis(ev: LifecycleEvent) -> ToolCallAnalysis:
     if not ev.tool_name:
         return ToolCallAnalysis(tool="", cwd=cwd)
     try:
-        return analyse_tool_call(ev.tool_name, ev.tool_input, cwd)
+        analysis = analyse_tool_call(ev.tool_name, ev.tool_input, cwd)
+        script = _written_script(ev, analysis)
+        if script is None:
+            return analysis
+        return _with_script(analysis, analyse_tool_call("Bash", {"command": script[1]}, script[0]))
     except Exception as exc:  # noqa: BLE001 - an input the walk cannot take is "not understood"
         return ToolCallAnalysis(
             tool=ev.tool_name, cwd=cwd, not_understood=(Unclear("unknown-tool", str(exc)),)
         )
+
+
+def _written_script(ev: LifecycleEvent, analysis: ToolCallAnalysis) -> tuple[str, str] | None:
+    """(the directory it is written to, its text) when the call writes a shell script
+    whole; a script the agent writes and then runs (`bash a.sh`) is judged when written,
+    since running it shows only its name."""
+    tool_input = ev.tool_input
+    if normalised_tool(ev.tool_name) != "Write" or not isinstance(tool_input, Mapping):
+        return None
+    content = tool_input.get("content")
+    absolute = [path for path in analysis.writes if path.startswith("/")]
+    if not isinstance(content, str) or len(absolute) != 1:
+        return None
+    if not is_shell_script(absolute[0], content):
+        return None
+    return posixpath.dirname(absolute[0]), content
+
+
+def _with_script(written: ToolCallAnalysis, script: ToolCallAnalysis) -> ToolCallAnalysis:
+    """The write's own facts and what its script would do when run, as a script the
+    shell writes (`cat > a.sh <<EOF`) is walked (domain/shell/walker.py)."""
+
+    def both(first: tuple[Any, ...], second: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(dict.fromkeys(first + second))
+
+    return replace(
+        written,
+        commands=both(written.commands, script.commands),
+        reads=both(written.reads, script.reads),
+        writes=both(written.writes, script.writes),
+        paths=both(written.paths, script.paths),
+        endpoints=both(written.endpoints, script.endpoints),
+        git=both(written.git, script.git),
+        actions=both(written.actions, script.actions),
+        not_understood=both(written.not_understood, script.not_understood),
+    )
 
 
 def _paths(analysis: ToolCallAnalysis) -> list[str]:

@@ -32,7 +32,11 @@ class _Recorder:
         self.clone = toplevel
 
     def resolve(self, value: str, cwd: str) -> str:
-        return normalize(value if value.startswith("/") else f"{cwd}/{value}")
+        if value.startswith(("/", "~")):
+            # `~` is the home directory whatever the cwd: `cd ~ && cat .ssh/id_rsa`
+            # reads `~/.ssh/id_rsa`, never `<cwd>/~/.ssh/id_rsa`.
+            return normalize(value)
+        return normalize(f"{cwd}/{value}")
 
     def check(self, value: str, cwd: str, shown: str, *, write: bool = False) -> Denial | None:
         if not value or value.startswith("-"):

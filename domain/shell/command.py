@@ -292,9 +292,9 @@ class CommandRunner(ShellBase):
                     own.append(rest[i])
                     i += 1
                 elif ASSIGNMENT.match(value):
-                    denial = self._assignment(rest[i], state, depth)
-                    if denial:
-                        return denial
+                    # What the variable does is a fact; the command env runs is still
+                    # walked (`env GIT_TRACE=1 git push --force` pushes).
+                    self._note(self._assignment(rest[i], state, depth))
                     i += 1
                 else:
                     break

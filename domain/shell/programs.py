@@ -206,3 +206,13 @@ def arithmetic_names(text: str) -> list[str]:
 def plain_value(value: str) -> bool:
     """A value arithmetic can read without evaluating code: no subscript, no expansion."""
     return _PLAIN_VALUE.fullmatch(value) is not None
+
+
+# A file the shell would run as a script: by its name, or its `#!` line.
+SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".dash")
+_SHELL_SHEBANG = re.compile(r"#![ \t]*\S*/(?:env[ \t]+)?(?:ba|z|k|da)?sh\b")
+
+
+def is_shell_script(path: str, text: str) -> bool:
+    """Whether writing `text` to `path` writes a shell script."""
+    return path.endswith(SCRIPT_SUFFIXES) or bool(_SHELL_SHEBANG.match(text))

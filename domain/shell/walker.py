@@ -37,6 +37,7 @@ from domain.shell.paths import (
 from domain.shell.programs import (
     arithmetic_names,
     is_arithmetic,
+    is_shell_script,
     plain_value,
 )
 from domain.shell.result import Facts
@@ -302,8 +303,32 @@ class Shell(
                 self._assign(assignment, state)
             return self._redirects(command.redirects, state, depth)
         stdin = self._stdin(command.redirects, state)
+        self._script_written(args[i:], command.redirects, stdin, state, depth)
         self._note(self.command(args[i:], state, piped, stdin, depth))
         return self._redirects(command.redirects, state, depth)
+
+    def _script_written(
+        self, args: list[Arg], redirects: list[Redirect], stdin: Arg | None, state: State,
+        depth: int,
+    ) -> None:  # fmt: skip
+        """A script the shell writes (`cat > a.sh <<'EOF'`, `echo … > a.sh`) is walked as
+        if it ran: running it later (`bash a.sh`) shows only its name."""
+        program = args[0].value.rsplit("/", 1)[-1]
+        if program in ("cat", "tee") and stdin is not None and stdin.raw.startswith("<<"):
+            text = stdin.value
+        elif program == "echo":
+            text = " ".join(a.value for a in args[1:] if not a.value.startswith("-"))
+        else:
+            return
+        targets = [
+            self._expand(r.target, state)[0].value
+            for r in redirects
+            if r.target is not None and r.op in (">", ">>", ">|", "&>", "&>>")
+        ]
+        if program == "tee":
+            targets += [a.value for a in args[1:] if not a.value.startswith("-")]
+        if any(is_shell_script(target, text) for target in targets):
+            self._note(self.script(text, state.fork(), depth + 1))
 
     def _loop(self, header: list[Arg], state: State) -> Denial | None:
         if not header:

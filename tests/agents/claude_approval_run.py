@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,32 +136,18 @@ def run_claude(
             settings_file.read_text(),
         )
         settings_file.write_text(text)
-    agent_env = {
-        **harness.agent_env(work / name),
-        "LANG": "C.UTF-8",
-        "ANTHROPIC_BASE_URL": model.url,
-        "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-real-key",
-        **OFFLINE,
-        "TACHOGRAPH_AGENT_TOKEN": token,
-    }
+    agent_env = claude_env(work / name, model, token)
     argv = [claude, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
     before = len(model.requests)
     out, err = work / name / "stdout", work / name / "stderr"
     started = time.monotonic()
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        cli = subprocess.Popen(
-            argv, cwd=project, env=agent_env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
-        )
-        try:
-            if name == GAVE_UP:
-                operator = decide_too_late(api, cli, verdict, reason)
-            else:
-                operator = decide(api, cli, project, verdict, reason, hold_s)
-            exit_code = cli.wait(120)
-        finally:
-            if cli.poll() is None:
-                cli.kill()
-                cli.wait(10)
+
+    def operate(cli: subprocess.Popen[bytes]) -> dict[str, Any]:
+        if name == GAVE_UP:
+            return decide_too_late(api, cli, verdict, reason)
+        return decide(api, cli, project, verdict, reason, hold_s)
+
+    exit_code, operator = run_operated(argv, project, agent_env, work / name, operate)
     ended = time.monotonic()
     operator["cli_exit_after_decision_s"] = ended - operator.pop("decided_at", ended)
     operator["request_seen_after_start_s"] = operator.pop("seen_at", started) - started
@@ -183,6 +170,40 @@ def run_claude(
     }
 
 
+def claude_env(folder: Path, model: standin.AnthropicStandIn, token: str) -> dict[str, str]:
+    """Claude Code's environment: its model stand-in, offline, and the agent token only."""
+    return {
+        **harness.agent_env(folder),
+        "LANG": "C.UTF-8",
+        "ANTHROPIC_BASE_URL": model.url,
+        "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-real-key",
+        **OFFLINE,
+        "TACHOGRAPH_AGENT_TOKEN": token,
+    }
+
+
+def run_operated(
+    argv: list[str],
+    project: Path,
+    env: dict[str, str],
+    folder: Path,
+    operate: Callable[[subprocess.Popen[bytes]], dict[str, Any]],
+) -> tuple[int, dict[str, Any]]:
+    """Run the CLI (output to FOLDER/stdout and stderr) while `operate` plays the operator;
+    the CLI's exit code and what the operator reported."""
+    with (folder / "stdout").open("wb") as stdout, (folder / "stderr").open("wb") as stderr:
+        cli = subprocess.Popen(
+            argv, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr
+        )
+        try:
+            operator = operate(cli)
+            return cli.wait(120), operator
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait(10)
+
+
 def decide(
     api: httpx.Client,
     cli: subprocess.Popen[bytes],
@@ -190,8 +211,9 @@ def decide(
     verdict: str,
     reason: str,
     hold_s: float,
+    marker: str = MARKER,
 ) -> dict[str, Any]:
-    """The operator: find the held call, let it wait, look that nothing ran, decide."""
+    """The operator: find the held call, let it wait, look that `marker` was not made, decide."""
     request, seen_at = wait_pending(api, cli)
     if request is None:
         return {"request": None, "seen_at": seen_at}
@@ -199,7 +221,7 @@ def decide(
     still = api.get("/api/approvals", params={"status": "pending"}).json()["items"]
     waiting = {
         "cli_running": cli.poll() is None,
-        "marker_made": (project / MARKER).exists(),
+        "marker_made": (project / marker).exists(),
         "still_pending": [item["id"] for item in still],
         "seconds_left": next((i["secondsLeft"] for i in still if i["id"] == request["id"]), None),
     }
@@ -254,12 +276,8 @@ def main() -> int:
     parser.add_argument("--hold-s", type=float, default=15, help="how long the operator waits")
     args = parser.parse_args()
     work: Path = args.work
-    (work / "workspace").mkdir(parents=True, exist_ok=True)
+    token = harness.agent_token(work, ADMIN_KEY)
     settings = harness.settings_of(work, ADMIN_KEY)
-    issued = harness.tachograph(
-        "keys", "issue", "--role", "agent", "--workspace", "default", env=env_for(settings)
-    )
-    token = issued.strip()
     rules = {"TACHOGRAPH_APPROVALS": json.dumps({"version": 1, "rules": [RULE]})}
     serve = Server(settings, work / "serve.log", rules)
     report: dict[str, Any] = {}

@@ -221,6 +221,14 @@ def tachograph(*args: str, env: Mapping[str, str]) -> str:
     return done.stdout
 
 
+def agent_token(work: Path, api_key: str | None = None) -> str:
+    """An agent token for workspace `default`, issued by `tachograph keys issue` into the
+    run's data (WORK/workspace made for serve)."""
+    (work / "workspace").mkdir(parents=True, exist_ok=True)
+    issue = ["keys", "issue", "--role", "agent", "--workspace", "default"]
+    return tachograph(*issue, env=env_for(settings_of(work, api_key))).strip()
+
+
 def install_hooks(runtime: str, home: Path, url: str, *flags: str) -> None:
     """`tachograph hook install <runtime> <home>`, pinned to the server at `url`."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}

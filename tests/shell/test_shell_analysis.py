@@ -95,6 +95,30 @@ def test_paths_resolve_against_the_reported_cwd_and_cd() -> None:
     assert read.reads == ("~/.ssh/id_rsa",)  # home is not known to the analysis: as written
 
 
+def test_home_is_home_whatever_the_cwd() -> None:
+    # `cd ~` (or a bare `cd`) goes home: later relative paths are under `~`, not the cwd.
+    assert bash("cd ~ && cat .ssh/id_rsa").reads == ("~", "~/.ssh/id_rsa")
+    assert bash("cd; cat .aws/credentials").reads == ("~", "~/.aws/credentials")
+    assert bash("cd ~/src && cat ../.env").reads == ("~/src", "~/.env")
+
+
+def test_env_assignments_do_not_hide_the_command_env_runs() -> None:
+    analysis = bash("env GIT_TRACE=1 command git push --force")
+    assert analysis.git == (GitOperation("push", None, force=True),)
+    assert [a.kind for a in analysis.actions][:1] == ["exec-changing-env"]
+    assert analysis.understood
+
+
+def test_a_script_the_shell_writes_is_walked_as_if_it_ran() -> None:
+    written = bash("cat > a.sh <<'EOF'\ngit push --force\nEOF\nbash a.sh")
+    assert written.git == (GitOperation("push", None, force=True),)
+    assert written.writes == (f"{CWD}/a.sh",)
+    shebang = bash("tee tool <<EOF\n#!/bin/sh\ncat ~/.ssh/id_rsa\nEOF")
+    assert "~/.ssh/id_rsa" in shebang.reads
+    assert bash("echo 'git push -f' > go.sh").git == (GitOperation("push", None, force=True),)
+    assert bash("cat > notes.md <<'EOF'\ngit push -f\nEOF").git == ()  # not a script
+
+
 def test_network_endpoints_are_named_with_their_host() -> None:
     analysis = bash("curl -s https://example.com/a && wget http://127.0.0.1:8000/x")
     assert analysis.endpoints == (

@@ -44,7 +44,11 @@ class Builtins(ShellBase):
         if i >= len(call.args):
             if call.name == "pushd":
                 return None
-            return self.scope.check("~", state.cwd, call.shown)
+            denial = self.scope.check("~", state.cwd, call.shown)
+            if denial:
+                return denial
+            state.oldpwd, state.cwd = state.cwd, self.scope.resolve("~", state.cwd)
+            return None
         target = call.args[i]
         if target.value == "-":
             new = state.oldpwd or state.cwd
