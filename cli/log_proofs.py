@@ -98,3 +98,41 @@ def cli_verify_bundle(path: str, key: str | None, out: TextIO) -> int:
         f"signed by {report.origin}\n"
     )
     return 0
+
+
+def cli_verify_kept(settings: Settings, path: str, key: str | None, out: TextIO) -> int:
+    """`tachograph verify --checkpoint FILE [--key KEY]`: 0 the log extends every kept
+    checkpoint, 1 it does not (naming where it changed), 2 unusable input."""
+    from cli.audit import open_stores
+    from domain.signed_note import NoteError, VerifierKey
+    from infra.note_key import load_note_key
+    from services.log_audit import check_kept_checkpoints
+
+    try:
+        notes = Path(path).read_text(encoding="utf-8")
+        if key is not None:
+            key_path = Path(key)
+            trusted = VerifierKey.parse(key_path.read_text() if key_path.is_file() else key)
+        else:
+            own = load_note_key(settings.note_key_path, create=False)
+            if own is None:
+                raise NoteError("no --key given and no log note key here to check with")
+            trusted = own.verifier()
+    except (OSError, UnicodeDecodeError, NoteError) as exc:
+        print(f"tachograph verify: --checkpoint {path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with open_stores(settings) as ctx:
+            kept, divergence = check_kept_checkpoints(ctx.app, notes, trusted)
+    except NoteError as exc:
+        print(f"tachograph verify: --checkpoint {path}: {exc}", file=sys.stderr)
+        return 2
+    if divergence is not None:
+        out.write(f"FAILED: {divergence.kind}: {divergence.describe()}\n")
+        return 1
+    largest = max(k.size for k in kept)
+    out.write(
+        f"OK: the log extends all {len(kept)} kept checkpoints (the largest of size "
+        f"{largest}) signed by {trusted.name}\n"
+    )
+    return 0
