@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -74,30 +75,40 @@ def _prove(settings: Settings, position: int, out: TextIO) -> int:
     return 0
 
 
-def cli_verify_bundle(path: str, key: str | None, out: TextIO) -> int:
+def cli_verify_bundle(
+    path: str, key: str | None, out: TextIO, witnesses: Sequence[str] = ()
+) -> int:
     """`tachograph verify --bundle FILE --key KEY`: 0 verified, 1 failed, 2 unusable input."""
     from services.log_bundle import BundleError, verify_bundle
 
     if key is None:
         print("tachograph verify: --bundle needs --key (the log's verifier key)", file=sys.stderr)
         return 2
-    key_path = Path(key)
-    key_text = key_path.read_text(encoding="utf-8") if key_path.is_file() else key
+    key_text = _key_text(key)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"tachograph verify: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     try:
-        report = verify_bundle(text, key_text)
+        report = verify_bundle(text, key_text, [_key_text(w) for w in witnesses])
     except BundleError as exc:
         out.write(f"FAILED: {exc}\n")
         return 1
+    witnessed = (
+        f"; witnessed by {report.cosigned_by} of {report.witnesses}" if report.witnesses else ""
+    )
     out.write(
         f"OK: {report.events} events included in the tree of size {report.tree_size} "
-        f"signed by {report.origin}\n"
+        f"signed by {report.origin}{witnessed}\n"
     )
     return 0
+
+
+def _key_text(key: str) -> str:
+    """A key given on the command line, or the file holding it."""
+    path = Path(key)
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else key
 
 
 def cli_verify_kept(settings: Settings, path: str, key: str | None, out: TextIO) -> int:
@@ -111,8 +122,7 @@ def cli_verify_kept(settings: Settings, path: str, key: str | None, out: TextIO)
     try:
         notes = Path(path).read_text(encoding="utf-8")
         if key is not None:
-            key_path = Path(key)
-            trusted = VerifierKey.parse(key_path.read_text() if key_path.is_file() else key)
+            trusted = VerifierKey.parse(_key_text(key))
         else:
             own = load_note_key(settings.note_key_path, create=False)
             if own is None:
