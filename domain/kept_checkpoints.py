@@ -15,7 +15,6 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from domain.log_chain import chain_header
 from domain.log_verify import StoredEvent
 from domain.merkle import CompactRange
 from domain.signed_note import NoteError
@@ -115,9 +114,7 @@ def first_divergence(events: Iterable[StoredEvent], kept: Sequence[KeptRoot]) ->
             return None
         if tree.size == matched:
             first_position = e.position  # the first leaf no kept root vouches for yet
-        h = hashlib.sha256(b"\x00")
-        h.update(chain_header(e.position, e.aggregate_id, e.version, e.type).encode())
-        h.update(b"\n")
+        h = hashlib.sha256(b"\x00" + e.head)
         h.update(e.payload)
         tree.append_leaf(h.digest())
         last_position = e.position
