@@ -264,7 +264,10 @@ def test_kept_checkpoints_that_do_not_verify_are_refused_naming_which(
     code, _ = verify_kept(settings, kept, log_key.verifier_key, monkeypatch)
     assert code == 2
     assert "kept checkpoint 2: note is not signed by key" in capsys.readouterr().err
-    kept.write_text(note + note)
+    # As served with witnesses: cosignature lines follow the log's own signature.
+    witness = NoteKey("example.org/witness", hashlib.sha256(b"w").digest())
+    cosigned = note + witness.cosign(note.split("\n\n")[0] + "\n", 1_700_000_000)
+    kept.write_text(cosigned + "\n" + note)
     code, report = verify_kept(settings, kept, log_key.verifier_key, monkeypatch)
     assert (code, report) == (
         0,
