@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -74,27 +75,74 @@ def _prove(settings: Settings, position: int, out: TextIO) -> int:
     return 0
 
 
-def cli_verify_bundle(path: str, key: str | None, out: TextIO) -> int:
+def cli_verify_bundle(
+    path: str, key: str | None, out: TextIO, witnesses: Sequence[str] = ()
+) -> int:
     """`tachograph verify --bundle FILE --key KEY`: 0 verified, 1 failed, 2 unusable input."""
     from services.log_bundle import BundleError, verify_bundle
 
     if key is None:
         print("tachograph verify: --bundle needs --key (the log's verifier key)", file=sys.stderr)
         return 2
-    key_path = Path(key)
-    key_text = key_path.read_text(encoding="utf-8") if key_path.is_file() else key
+    key_text = _key_text(key)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"tachograph verify: cannot read {path}: {exc}", file=sys.stderr)
         return 2
     try:
-        report = verify_bundle(text, key_text)
+        report = verify_bundle(text, key_text, [_key_text(w) for w in witnesses])
     except BundleError as exc:
         out.write(f"FAILED: {exc}\n")
         return 1
+    witnessed = (
+        f"; witnessed by {report.cosigned_by} of {report.witnesses}" if report.witnesses else ""
+    )
     out.write(
         f"OK: {report.events} events included in the tree of size {report.tree_size} "
-        f"signed by {report.origin}\n"
+        f"signed by {report.origin}{witnessed}\n"
+    )
+    return 0
+
+
+def _key_text(key: str) -> str:
+    """A key given on the command line, or the file holding it."""
+    path = Path(key)
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else key
+
+
+def cli_verify_kept(settings: Settings, path: str, key: str | None, out: TextIO) -> int:
+    """`tachograph verify --checkpoint FILE [--key KEY]`: 0 the log extends every kept
+    checkpoint, 1 it does not (naming where it changed), 2 unusable input."""
+    from cli.audit import open_stores
+    from domain.signed_note import NoteError, VerifierKey
+    from infra.note_key import load_note_key
+    from services.log_audit import check_kept_checkpoints
+
+    try:
+        notes = Path(path).read_text(encoding="utf-8")
+        if key is not None:
+            trusted = VerifierKey.parse(_key_text(key))
+        else:
+            own = load_note_key(settings.note_key_path, create=False)
+            if own is None:
+                raise NoteError("no --key given and no log note key here to check with")
+            trusted = own.verifier()
+    except (OSError, UnicodeDecodeError, NoteError) as exc:
+        print(f"tachograph verify: --checkpoint {path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with open_stores(settings) as ctx:
+            kept, divergence = check_kept_checkpoints(ctx.app, notes, trusted)
+    except NoteError as exc:
+        print(f"tachograph verify: --checkpoint {path}: {exc}", file=sys.stderr)
+        return 2
+    if divergence is not None:
+        out.write(f"FAILED: {divergence.kind}: {divergence.describe()}\n")
+        return 1
+    largest = max(k.size for k in kept)
+    out.write(
+        f"OK: the log extends all {len(kept)} kept checkpoints (the largest of size "
+        f"{largest}) signed by {trusted.name}\n"
     )
     return 0

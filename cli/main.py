@@ -228,11 +228,12 @@ def cmd_activity(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Recompute the log's hash chain; exit 1 at the first break. Or check a bundle."""
     from cli.audit import cli_verify
-    from cli.log_proofs import cli_verify_bundle
+    from cli.log_proofs import cli_verify_bundle, cli_verify_kept
 
     if args.bundle is not None:
-        return cli_verify_bundle(args.bundle, args.key, sys.stdout)
-
+        return cli_verify_bundle(args.bundle, args.key, sys.stdout, args.witness)
+    if args.checkpoint is not None:
+        return cli_verify_kept(_log_settings(args), args.checkpoint, args.key, sys.stdout)
     return cli_verify(_log_settings(args), args.against, args.json, sys.stdout)
 
 
@@ -456,7 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--against", metavar="FILE", help="checkpoints exported earlier")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("--bundle", metavar="FILE", help="check a bundle offline, with --key")
+    verify.add_argument("--checkpoint", metavar="FILE", help="signed checkpoints kept earlier")
     verify.add_argument("--key", help="the log's note verifier key, or a file holding it")
+    verify.add_argument("--witness", action="append", default=[], help="a cosigner key (--bundle)")
     add_data_dir_option(verify)
     verify.set_defaults(func=cmd_verify)
 

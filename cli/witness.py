@@ -60,7 +60,9 @@ def cli_witness(args: argparse.Namespace) -> int:
         for text in args.log:
             origin, verifier = parse_log_option(text)
             logs.setdefault(origin, []).append(verifier)
-        key = load_note_key(args.key, create=True, kind="tachograph.witness", setting="--key")
+        key = load_note_key(
+            args.key, create=True, kind="tachograph.witness", setting="--key", cosigner=True
+        )
     except (NoteError, SettingsError) as exc:
         print(f"tachograph witness: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from domain.merkle import EMPTY_ROOT, ProofError, verify_consistency
 from domain.signed_note import (
     CheckpointBody,
     NoteError,
+    NoteSignature,
     SignatureCheck,
     VerifierKey,
     decode_base64,
@@ -64,15 +65,20 @@ def cosignature_line(name: str, public_key: bytes, timestamp: int, signature: by
     return signature_line(name, key_id, timestamp.to_bytes(8, "big") + signature)
 
 
+def cosignature_timestamp(signature: NoteSignature) -> int:
+    """The POSIX time a cosignature/v1 signature carries; NoteError if it is not one."""
+    if len(signature.signature) != 72:
+        raise NoteError(f"cosignature by {signature.name} is not 72 bytes")
+    return int.from_bytes(signature.signature[:8], "big")
+
+
 def verified_cosignature(note: str, key: CosignerKey, check: SignatureCheck) -> tuple[int, str]:
     """The timestamp and line of a valid cosignature by `key` on the note; NoteError if none."""
     text, signatures = split_note(note)
     for signature in signatures:
         if (signature.name, signature.key_hash) != (key.name, key.key_hash):
             continue
-        if len(signature.signature) != 72:
-            raise NoteError(f"cosignature by {key.name} is not 72 bytes")
-        timestamp = int.from_bytes(signature.signature[:8], "big")
+        timestamp = cosignature_timestamp(signature)
         message = cosigned_message(text, timestamp)
         if not check(key.public_key, message, signature.signature[8:]):
             raise NoteError(f"invalid cosignature by {key.name}")

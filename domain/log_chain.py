@@ -37,7 +37,12 @@ def chain_link(
 ) -> str:
     """The link of one event: SHA-256 over the previous link, its header and its payload."""
     header = chain_header(position, aggregate_id, version, type_)
-    digest = hashlib.sha256(bytes.fromhex(previous) + header.encode() + b"\n")
+    return next_link(previous, header.encode() + b"\n", payload)
+
+
+def next_link(previous: str, head: bytes, payload: bytes) -> str:
+    """`chain_link` from the header already encoded with its newline (`head`)."""
+    digest = hashlib.sha256(bytes.fromhex(previous) + head)
     digest.update(payload)
     return digest.hexdigest()
 

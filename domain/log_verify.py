@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from domain.log_chain import CHECKPOINT_INTERVAL, GENESIS, Checkpoint, chain_link
+from domain.log_chain import CHECKPOINT_INTERVAL, GENESIS, Checkpoint, chain_header, next_link
 
 EDITED, MISSING, INSERTED, REORDERED = "edited", "missing", "inserted", "reordered"
 FORGED_CHECKPOINT, MISSING_CHECKPOINT = "forged_checkpoint", "missing_checkpoint"
@@ -21,13 +21,25 @@ FORGED_CHECKPOINT, MISSING_CHECKPOINT = "forged_checkpoint", "missing_checkpoint
 
 @dataclass(frozen=True)
 class StoredEvent:
-    """One event as stored: what the chain covers."""
+    """One event as stored: what the chain covers.
+
+    `head` is its chain header with the newline, encoded once (`of`) for both the chain
+    link and the Merkle leaf, which hash it before the payload.
+    """
 
     position: int
     aggregate_id: str
     version: int
     type: str
     payload: bytes
+    head: bytes
+
+    @classmethod
+    def of(
+        cls, position: int, aggregate_id: str, version: int, type_: str, payload: bytes
+    ) -> StoredEvent:
+        header = chain_header(position, aggregate_id, version, type_)
+        return cls(position, aggregate_id, version, type_, payload, header.encode() + b"\n")
 
 
 @dataclass(frozen=True)
@@ -213,7 +225,7 @@ class _Scan:
         try:
             for e in events:
                 seq += 1
-                link = chain_link(link, e.position, e.aggregate_id, e.version, e.type, e.payload)
+                link = next_link(link, e.head, e.payload)
                 if self.segment_start is None:
                     self.segment_start = e.position
                 if r is not None:

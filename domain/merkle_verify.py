@@ -12,7 +12,6 @@ import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from domain.log_chain import chain_header
 from domain.log_verify import ChainBreak, StoredEvent
 from domain.merkle import CompactRange, event_leaf, leaf_hash
 
@@ -57,19 +56,24 @@ class TreeAudit:
         """Pass the events through, checking each signed root as its size goes by."""
         pending = iter(sorted(self.roots, key=lambda r: r.size))
         due = next(pending, None)
-        tree, append, sha256 = self._tree, self._tree.append_leaf, hashlib.sha256
+        due_size = due.size if due is not None else -1
+        tree, sha256, compare_at = self._tree, hashlib.sha256, self.compare_at
+        edge = tree.edge
         for e in events:
             yield e
-            # leaf_hash(event_leaf(...)) without the copies: every stored event passes here.
-            h = sha256(b"\x00")
-            h.update(chain_header(e.position, e.aggregate_id, e.version, e.type).encode())
-            h.update(b"\n")
+            # leaf_hash(event_leaf(...)) and CompactRange.append_leaf, inlined: every
+            # stored event passes here, and verify's speed is mostly this loop's.
+            h = sha256(b"\x00" + e.head)
             h.update(e.payload)
-            append(h.digest())
-            self.leaves = size = tree.size
-            if size == self.compare_at:
+            node, index = h.digest(), tree.size
+            while index & 1:
+                node = sha256(b"\x01" + edge.pop() + node).digest()
+                index >>= 1
+            edge.append(node)
+            tree.size = self.leaves = size = tree.size + 1
+            if size == compare_at:
                 self.root_at_compare = tree.root()
-            while due is not None and due.size == size:
+            while size == due_size and due is not None:
                 if self.problem is None and tree.root() != due.root:
                     self.problem = ChainBreak(
                         e.position,
@@ -80,6 +84,7 @@ class TreeAudit:
                     )
                 self.roots_checked += 1
                 due = next(pending, None)
+                due_size = due.size if due is not None else -1
 
     def read_model_differs(self, read_model_root: bytes) -> bool:
         """Whether the read model's root at `compare_at` leaves differs from the log's."""

@@ -64,12 +64,12 @@ def scan_events(app: Tachograph, upto: int, batch: int = 10_000) -> Iterator[Sto
     while True:
         rows = _query(app, sql, (after, upto, batch))
         for row in rows:
-            yield StoredEvent(
-                position=int(row["position"]),
-                aggregate_id=canonical_id(row["originator_id"]),
-                version=int(row["originator_version"]),
-                type=str(row["topic"]),
-                payload=bytes(row["state"]),
+            yield StoredEvent.of(
+                int(row["position"]),
+                canonical_id(row["originator_id"]),
+                int(row["originator_version"]),
+                str(row["topic"]),
+                bytes(row["state"]),
             )
         if len(rows) < batch:
             return

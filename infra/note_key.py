@@ -18,7 +18,12 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from domain.cosignature import cosignature_line, cosigned_message, cosigner_verifier_key
+from domain.cosignature import (
+    COSIGNATURE_V1,
+    cosignature_line,
+    cosigned_message,
+    cosigner_verifier_key,
+)
 from domain.signed_note import (
     ED25519,
     NoteError,
@@ -73,16 +78,21 @@ class NoteKey:
         return f"{_PREFIX}{self.name}+{self.key_hash:08x}+{seed}"
 
     @classmethod
-    def parse(cls, text: str) -> NoteKey:
-        """Parse a signer key; NoteError naming what is wrong."""
+    def parse(cls, text: str, *, cosigner: bool = False) -> NoteKey:
+        """Parse a signer key; NoteError naming what is wrong.
+
+        A witness (`cosigner`) also takes a cosignature/v1 signer key (type 0x04, its hash
+        over that type), as transparency-dev/formats and other witnesses write them.
+        """
         parts = text.strip().removeprefix(_PREFIX).split("+", 2)
         if not text.strip().startswith(_PREFIX) or len(parts) != 3 or not valid_name(parts[0]):
             raise NoteError("signer key must be PRIVATE+KEY+name+hash+key")
         raw = decode_base64(parts[2], "signer key")
-        if len(raw) != 33 or raw[0] != ED25519:
+        types = (ED25519, COSIGNATURE_V1) if cosigner else (ED25519,)
+        if len(raw) != 33 or raw[0] not in types:
             raise NoteError("signer key is not an Ed25519 key")
         key = cls(parts[0], raw[1:])
-        if parts[1] != f"{key.key_hash:08x}":
+        if parts[1] != f"{key_hash(key.name, key.public_key, raw[0]):08x}":
             raise NoteError("signer key hash does not match its name and key")
         return key
 
@@ -112,13 +122,15 @@ def load_note_key(
     create: bool,
     kind: str = "tachograph.log",
     setting: str = "TACHOGRAPH_LOG_NOTE_KEY_FILE",
+    cosigner: bool = False,
 ) -> NoteKey | None:
     """The key in `path`; with `create`, a new one written there (mode 0600) if absent.
 
-    `kind` starts a new key's name; `setting` is what an unusable file is reported as.
+    `kind` starts a new key's name; `setting` is what an unusable file is reported as;
+    a `cosigner` (a witness's key) may also be a cosignature/v1 signer key.
     """
     try:
-        return _read(path, setting)
+        return _read(path, setting, cosigner)
     except FileNotFoundError:
         if not create:
             return None
@@ -133,16 +145,16 @@ def load_note_key(
             out.write(key.encode() + "\n")
         os.link(temporary, path)
     except FileExistsError:
-        return _read(path, setting)
+        return _read(path, setting, cosigner)
     finally:
         os.unlink(temporary)
     return key
 
 
-def _read(path: Path, setting: str) -> NoteKey:
+def _read(path: Path, setting: str, cosigner: bool) -> NoteKey:
     """The key in an existing file; SettingsError naming the setting when it is unusable."""
     try:
-        return NoteKey.parse(path.read_text(encoding="utf-8"))
+        return NoteKey.parse(path.read_text(encoding="utf-8"), cosigner=cosigner)
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError, NoteError) as exc:

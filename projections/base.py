@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar, overload
 from uuid import UUID
 
-from domain.log_chain import canonical_id
+from domain.log_chain import canonical_id, chain_header
 from projections.store import Cursor
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -32,10 +32,14 @@ class Envelope:
     # Formatted once: several projections read these for every event.
     at: str = field(init=False, repr=False, compare=False)
     key: str = field(init=False, repr=False, compare=False)  # the id, canonically spelt
+    # The chain header and its newline, encoded: the chain link and the Merkle leaf both
+    # hash it before the payload (domain/log_chain.py, domain/merkle.py).
+    head: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.at = stored_iso(self.state) or iso(self.data["timestamp"])
-        self.key = canonical_id(self.aggregate_id)
+        self.key = key = canonical_id(self.aggregate_id)
+        self.head = chain_header(self.position, key, self.version, self.type).encode() + b"\n"
 
 
 # How the library's JSON transcoder writes an event's timestamp, first in every payload.

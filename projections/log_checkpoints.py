@@ -26,7 +26,7 @@ from domain.log_chain import (
     PERIODIC,
     SHUTDOWN,
     Checkpoint,
-    chain_link,
+    next_link,
 )
 from domain.log_verify import RecordedLink
 from projections.base import Envelope, Projection
@@ -111,7 +111,7 @@ class LogChainProjection(Projection):
         for e in envelopes:
             if e.position <= position:
                 continue
-            link = chain_link(link, e.position, e.key, e.version, e.type, e.state)
+            link = next_link(link, e.head, e.state)
             seq += 1
             position = e.position
             links.append((position, seq, e.key, e.version, e.type, link))

@@ -24,9 +24,10 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from hashlib import sha256
 from typing import Any
 
-from domain.merkle import CompactRange, Node, event_leaf, leaf_hash, range_nodes
+from domain.merkle import CompactRange, Node, range_nodes
 from domain.merkle_verify import RecordedLeaf
 from projections.base import Envelope, Projection
 from projections.log_checkpoints import rows_through
@@ -105,7 +106,9 @@ class LogTreeProjection(Projection):
             if e.position <= position:
                 continue
             position = e.position
-            leaf = leaf_hash(event_leaf(position, e.key, e.version, e.type, e.state))
+            digest = sha256(b"\x00" + e.head)  # leaf_hash(event_leaf(...)), no copies
+            digest.update(e.state)
+            leaf = digest.digest()
             for (level, index), h in tree.append(leaf):
                 if level == 0:
                     self._leaves.append((index, position, h.hex()))

@@ -13,6 +13,7 @@ from typing import Any
 
 from domain.application import Tachograph
 from domain.cosignature import CosignerKey, verified_cosignature
+from domain.kept_checkpoints import Divergence, KeptRoot, first_divergence, split_notes
 from domain.log_chain import Checkpoint, signing_key_id
 from domain.log_verify import FORGED_CHECKPOINT, ChainBreak, VerifyReport, verify_chain
 from domain.merkle import root_hash
@@ -199,3 +200,26 @@ def load_checkpoints(path: Path) -> list[Checkpoint]:
     if not isinstance(items, list):
         raise ValueError(f"{path}: 'checkpoints' must be a list")
     return [checkpoint_from_wire(item) for item in items]
+
+
+def check_kept_checkpoints(
+    app: Tachograph, notes: str, key: VerifierKey
+) -> tuple[list[KeptRoot], Divergence | None]:
+    """The log against checkpoints an auditor kept (signed notes, one after another).
+
+    Every note must verify under `key` (the key the auditor trusts) and name its log;
+    NoteError naming the first that does not. Then the stored events are hashed as
+    leaves and the first kept root they no longer reproduce is named (None: all match).
+    """
+    kept = []
+    for n, note in enumerate(split_notes(notes), start=1):
+        try:
+            body = CheckpointBody.parse(open_note(note, key, ed25519_check))
+        except NoteError as exc:
+            raise NoteError(f"kept checkpoint {n}: {exc}") from None
+        if body.origin != key.name:
+            raise NoteError(f"kept checkpoint {n}: origin {body.origin!r} is not {key.name!r}")
+        kept.append(KeptRoot(body.size, body.root))
+    if not kept:
+        raise NoteError("no signed checkpoint in the file")
+    return kept, first_divergence(scan_events(app, log_head(app)), kept)

@@ -8,17 +8,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from domain.application import Tachograph
+from domain.cosignature import CosignerKey, verified_cosignature
 from domain.merkle import ProofError, event_leaf, leaf_hash, verify_inclusion
 from domain.signed_note import CheckpointBody, NoteError, VerifierKey, open_note
 from infra.note_key import ed25519_check
 from projections.store import ReadStore
-from services.log_proofs import inclusion, latest_checkpoint
+from services.log_proofs import cosigned_note, inclusion, latest_checkpoint, witnessed_checkpoint
 from services.session_export import session_export
 
 BUNDLE_FORMAT = "tachograph-bundle/1"
@@ -31,16 +32,17 @@ class BundleError(ValueError):
 def build_bundle(
     app: Tachograph, store: ReadStore, session_id: UUID, sign_head: Callable[[], object]
 ) -> dict[str, Any]:
-    """The bundle of one session against the latest signed checkpoint.
+    """The bundle of one session against a signed checkpoint with its cosignatures.
 
-    `sign_head` is called when no signed checkpoint covers the session's last event
-    yet; BundleError if none does even then.
+    The checkpoint is the largest that covers the session and that a witness cosigned,
+    else the latest. `sign_head` is called when no signed checkpoint covers the
+    session's last event yet; BundleError if none does even then.
     """
     records = session_export(app, store, session_id)
     if not records:
         raise BundleError(f"session {session_id} has no events")
     last = records[-1]["position"]
-    checkpoint = latest_checkpoint(store)
+    checkpoint = witnessed_checkpoint(store, last) or latest_checkpoint(store)
     if checkpoint is None or checkpoint.position < last:
         sign_head()
         checkpoint = latest_checkpoint(store)
@@ -69,7 +71,7 @@ def build_bundle(
     return {
         "format": BUNDLE_FORMAT,
         "session": str(session_id),
-        "checkpoint": checkpoint.note,
+        "checkpoint": cosigned_note(store, checkpoint),
         "events": events,
     }
 
@@ -79,12 +81,19 @@ class BundleReport:
     origin: str
     tree_size: int
     events: int
+    witnesses: int = 0
+    cosigned_by: int = 0
 
 
-def verify_bundle(text: str, key_text: str) -> BundleReport:
-    """Check a bundle against a note verifier key; BundleError naming the first failure."""
+def verify_bundle(text: str, key_text: str, witness_keys: Sequence[str] = ()) -> BundleReport:
+    """Check a bundle against a note verifier key; BundleError naming the first failure.
+
+    With witnesses' cosigner keys, also count which of them cosigned the checkpoint; a
+    cosignature line of one of them that does not verify is a failure.
+    """
     try:
         key = VerifierKey.parse(key_text)
+        witnesses = [CosignerKey.parse(w) for w in witness_keys]
     except NoteError as exc:
         raise BundleError(f"key: {exc}") from None
     try:
@@ -114,7 +123,22 @@ def verify_bundle(text: str, key_text: str) -> BundleReport:
         if position <= previous:
             raise BundleError(f"{where}: positions must increase")
         previous = position
-    return BundleReport(body.origin, body.size, len(events))
+    return BundleReport(
+        body.origin, body.size, len(events), len(witnesses), _cosigned_by(doc, witnesses)
+    )
+
+
+def _cosigned_by(doc: dict[str, Any], witnesses: Sequence[CosignerKey]) -> int:
+    note, count = str(doc.get("checkpoint")), 0
+    for witness in witnesses:
+        if f"\u2014 {witness.name} " not in note:
+            continue
+        try:
+            verified_cosignature(note, witness, ed25519_check)
+        except NoteError as exc:
+            raise BundleError(f"checkpoint: {exc}") from None
+        count += 1
+    return count
 
 
 def _check_event(event: Any, body: CheckpointBody) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.errors import NotFound, RuleViolation
 from domain.merkle import consistency_proof, inclusion_proof
-from projections.log_cosignatures import cosignature_lines
+from projections.log_cosignatures import COSIGNATURES_TABLE, cosignature_lines
 from projections.log_tree import LEAVES_TABLE, NOTES_TABLE, live_tables, read_nodes
 from projections.store import ReadStore
 
@@ -39,6 +39,17 @@ def _checkpoint(row: dict[str, Any]) -> SignedCheckpoint:
 
 def latest_checkpoint(store: ReadStore) -> SignedCheckpoint | None:
     row = store.query_one(f"SELECT * FROM {NOTES_TABLE} ORDER BY size DESC LIMIT 1")
+    return None if row is None else _checkpoint(row)
+
+
+def witnessed_checkpoint(store: ReadStore, position: int) -> SignedCheckpoint | None:
+    """The largest signed checkpoint covering `position` that a witness cosigned, if any."""
+    row = store.query_one(
+        f"SELECT * FROM {NOTES_TABLE} n WHERE position >= ? AND EXISTS "
+        f"(SELECT 1 FROM {COSIGNATURES_TABLE} c WHERE c.size = n.size) "
+        "ORDER BY size DESC LIMIT 1",
+        (position,),
+    )
     return None if row is None else _checkpoint(row)
 
 

@@ -40,11 +40,16 @@ def recorded_session(settings: Settings) -> str:
     return str(sid)
 
 
-def offline_verify(bundle: Path, key: str) -> subprocess.CompletedProcess[str]:
+def offline_verify(
+    bundle: Path, key: str, witnesses: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """`verify --bundle` with no data directory and no database configured."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TACHOGRAPH_DATA_DIR": "/nonexistent"}
+    args = ["verify", "--bundle", str(bundle), "--key", key]
+    for witness in witnesses:
+        args += ["--witness", witness]
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "verify", "--bundle", str(bundle), "--key", key],
+        [sys.executable, "-m", "cli.main", *args],
         env=env,
         cwd=ROOT,
         capture_output=True,

@@ -19,7 +19,7 @@ KEY = "k" * 32
 
 def event(position: int, aggregate: int = 0, version: int = 1, body: bytes = b"{}") -> StoredEvent:
     aggregate_id = f"00000000-0000-0000-0000-{(aggregate or position):012d}"
-    return StoredEvent(position, aggregate_id, version, "Session.Created", body)
+    return StoredEvent.of(position, aggregate_id, version, "Session.Created", body)
 
 
 class FakeLog:

@@ -15,6 +15,7 @@ import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -69,6 +70,7 @@ class WitnessProc(Proc):
     def __init__(self, tmp: Path, key_file: Path, logs: list[str], port: int | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/add-checkpoint"
+        self.http: httpx.Client | None = None
         args = ["witness", "--listen", f"127.0.0.1:{self.port}", "--key", str(key_file)]
         for log in logs:
             args += ["--log", log]
@@ -85,10 +87,35 @@ class WitnessProc(Proc):
         raise RuntimeError(f"witness not ready:\n{self.output()}")
 
     def submit(self, old: int, proof: list[bytes], note: str) -> httpx.Response:
-        return httpx.post(self.url, content=request_body(old, proof, note), timeout=30)
+        # One client per witness: a new one per request builds a TLS context (~30 ms).
+        if self.http is None:
+            self.http = httpx.Client(timeout=30)
+        return self.http.post(self.url, content=request_body(old, proof, note))
+
+    def kill(self) -> None:
+        if self.http is not None:
+            self.http.close()
+        super().kill()
 
     def add(self, log: Log, old: int) -> httpx.Response:
         return self.submit(old, log.proof(old), log.checkpoint())
+
+
+@contextmanager
+def two_witnesses(tmp: Path, log: str) -> Iterator[list[WitnessProc]]:
+    """Two running witnesses following one log (`ORIGIN=VERIFIERKEY`), each with its state."""
+    procs: list[WitnessProc] = []
+    try:
+        for name in ("a", "b"):
+            key = NoteKey(f"example.org/witness-{name}", hashlib.sha256(name.encode()).digest())
+            # Side by side: each key has its own state file.
+            key_file = tmp / f"witness-{name}.key"
+            key_file.write_text(key.encode() + "\n")
+            procs.append(WitnessProc(tmp, key_file, [log]))
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
 
 
 def leaves(n: int, tag: str = "event") -> list[bytes]:

@@ -22,25 +22,15 @@ import pytest
 from domain.merkle import ProofError, verify_consistency
 from domain.signed_note import CheckpointBody, split_note
 from infra.note_key import NoteKey
-from tests.test_witness import ORIGIN, Log, WitnessProc, leaves
+from tests.test_witness import ORIGIN, Log, WitnessProc, leaves, two_witnesses
 
 TRIALS = 100
 
 
 @pytest.fixture
 def witnesses(tmp_path: Path, log_key: NoteKey) -> Iterator[list[WitnessProc]]:
-    procs: list[WitnessProc] = []
-    try:
-        for name in ("a", "b"):
-            key = NoteKey(f"example.org/witness-{name}", hashlib.sha256(name.encode()).digest())
-            # Side by side: each key has its own state file.
-            key_file = tmp_path / f"witness-{name}.key"
-            key_file.write_text(key.encode() + "\n")
-            procs.append(WitnessProc(tmp_path, key_file, [f"{ORIGIN}={log_key.verifier_key}"]))
+    with two_witnesses(tmp_path, f"{ORIGIN}={log_key.verifier_key}") as procs:
         yield procs
-    finally:
-        for proc in procs:
-            proc.kill()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ retried until it answers. On both stores.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from domain.signed_note import CheckpointBody, VerifierKey, open_note
 from infra.note_key import ed25519_check, load_note_key
 from infra.settings import Settings, SettingsError
 from infra.witness_peers import parse_witnesses
-from tests.support import env_for, free_port
+from tests.support import env_for, free_port, run_cli
+from tests.test_log_bundle import offline_verify
 from tests.test_witness import WitnessProc
 
 
@@ -74,7 +76,8 @@ def test_checkpoints_are_cosigned_and_a_witness_down_is_retried(
     cosigner = peers[0].key
     served = settings.with_(witnesses=peers, log_note_every_events=1, log_note_every_s=0.2)
     with TestClient(create_app(served)) as client:
-        grow(client, 3)
+        session = client.post("/api/sessions", json={"workspaceId": "default"}).json()["id"]
+        grow(client, 2)
         time.sleep(0.5)  # the job has run at least once against no witness at all
         assert "\u2014 tachograph.witness/" not in client.get("/api/log/checkpoint").text
         assert assurance(client) == {"level": "signed", "cosignedBy": 0, "witnesses": 2}
@@ -102,6 +105,23 @@ def test_checkpoints_are_cosigned_and_a_witness_down_is_retried(
     )
     assert verified.returncode == 0, verified.stderr
     assert "assurance: witnessed by 1 of 2" in verified.stdout
+    # A session's bundle carries the cosigned checkpoint; offline, the cosignature counts.
+    bundle = tmp_path / "bundle.json"
+    assert (
+        run_cli(settings, "export", "--session", session, "--bundle", str(bundle)).returncode == 0
+    )
+    witness_keys = (witness_key.cosigner_verifier_key, absent.cosigner_verifier_key)
+    offline = offline_verify(bundle, note_key.verifier_key, witness_keys)
+    assert offline.returncode == 0, offline.stdout + offline.stderr
+    assert offline.stdout.rstrip().endswith("; witnessed by 1 of 2"), offline.stdout
+    # A cosignature altered in the bundle fails it, naming the witness.
+    doc = json.loads(bundle.read_text())
+    line = next(x for x in doc["checkpoint"].splitlines() if witness_key.name in x)
+    doc["checkpoint"] = doc["checkpoint"].replace(line, line[:-6] + "AAAA==")
+    bundle.write_text(json.dumps(doc))
+    offline = offline_verify(bundle, note_key.verifier_key, witness_keys)
+    assert offline.returncode == 1, offline.stdout
+    assert f"invalid cosignature by {witness_key.name}" in offline.stdout
     refusals = [r.getMessage() for r in caplog.records if "did not cosign" in r.getMessage()]
     assert refusals and f"127.0.0.1:{port}" in refusals[0]
 
