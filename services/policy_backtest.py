@@ -21,6 +21,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from domain.application import Tachograph
+from domain.casing import to_camel
 from domain.errors import RuleViolation
 from domain.event_versions import upcast_state
 from domain.policy.aggregate import PolicyBacktest
@@ -84,7 +85,7 @@ def run_backtest(
         with context.Pool(workers, _start_worker, (source,)) as pool:
             for part in pool.imap(_judge_chunk, chunks):
                 tally.merge(part)
-    report = tally.report(document)
+    report = _camel(tally.report(document))
     recorded = "sha256:" + digest(source)
     run = PolicyBacktest(
         digest=recorded,
@@ -193,6 +194,15 @@ def _first_at_or_after(app: Tachograph, when: datetime, head: int) -> int:
         else:
             low = position + 1
     return low
+
+
+def _camel(value: Any) -> Any:
+    """The report with the wire's casing (`sessionId`, `unjudgedBy`)."""
+    if isinstance(value, dict):
+        return {to_camel(key): _camel(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_camel(item) for item in value]
+    return value
 
 
 def _happened(data: dict[str, Any]) -> str:

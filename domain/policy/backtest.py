@@ -130,11 +130,7 @@ class Tally:
                 for index, rule in enumerate(document.rules)
             ],
             "unjudged": sum(self.unjudged.values()),
-            "unjudgedBy": {
-                "noFacts": self.unjudged[NO_FACTS],
-                "redactedInput": self.unjudged[REDACTED_INPUT],
-                "truncated": self.unjudged[CUT],
-            },
+            "unjudged_by": dict(self.unjudged),
             "evaluations": self.evaluations,
         }
 
@@ -224,7 +220,7 @@ class Backtest:
             tally._examples(index).append(
                 {
                     "position": call.position,
-                    "sessionId": call.session_id,
+                    "session_id": call.session_id,
                     "summary": facts.get("input_summary") or facts.get("prompt"),
                     "decision": call.data["outcome"],
                 }
