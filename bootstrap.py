@@ -36,6 +36,7 @@ from ingest.group_commit import CommittedDispatches, GroupCommitter
 from ingest.held_approvals import HeldApprovals
 from ingest.loop import run_sync
 from ingest.service import HookIngest, Ingested, Ports, Rules
+from ingest.usage import UsageRecorder
 from projections.base import Projection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown
@@ -52,6 +53,7 @@ from scheduler.tasks import TaskRuntime, build_task_runtime
 from services.approval_log import AppApprovals
 from services.credentials import CredentialCache
 from services.learned_context import LearnedContext
+from services.usage_figures import UsageFigures
 from services.witness_submit import submit_to_witnesses
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,9 @@ class Services:
     # The Ed25519 key of the log's signed checkpoints; None only for a reading command
     # run where no key file exists.
     note_key: NoteKey | None = None
+    # Reported model requests in (OTLP), and their figures in memory for budgets.
+    usage: UsageRecorder | None = None
+    usage_figures: UsageFigures | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -99,6 +104,9 @@ class Services:
             self.learned.start()
         self.runner.start()
         self.scheduler.start()
+        if self.usage_figures is not None:
+            self.usage_figures.refresh()
+            self.usage_figures.start()
 
     def stop(self) -> None:
         """Stop jobs, then projections, then close connections (idempotent)."""
@@ -107,6 +115,8 @@ class Services:
             return
         self.started = False
         self.scheduler.stop()
+        if self.usage_figures is not None:
+            self.usage_figures.stop()
         if self.tasks is not None:
             self.tasks.shutdown()  # reap running attempts and record them before closing
         if self.committer is not None:
@@ -287,6 +297,8 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         _session_workspaces=workspaces,
         learned=learned,
         note_key=note_key,
+        usage=UsageRecorder(committer),
+        usage_figures=UsageFigures(store),
     )
 
 

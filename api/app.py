@@ -17,6 +17,7 @@ from api.input_limits import QueryGuardMiddleware
 from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
 from api.openapi import install_openapi
+from api.otlp_routes import install_otlp_routes
 from api.routes import (
     activity,
     approvals,
@@ -35,6 +36,7 @@ from api.routes import (
     signals,
     stream,
     tasks,
+    usage,
     web,
     workspaces,
 )
@@ -108,9 +110,11 @@ def create_app(
         stream.router,
         approvals.router,
         autonomy_pipeline.router,
+        usage.router,
     ):
         app.include_router(router)
     install_hook_routes(app)
+    install_otlp_routes(app)
     # The body is read only once the credential in the headers was accepted.
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)
@@ -125,6 +129,8 @@ def collaborators_of(services: Services) -> Collaborators:
     assert services.tasks is not None
     assert services.autonomy is not None
     assert services.learned is not None
+    assert services.usage is not None
+    assert services.usage_figures is not None
     return Collaborators(
         settings=services.settings,
         app=services.app,
@@ -139,4 +145,6 @@ def collaborators_of(services: Services) -> Collaborators:
         learned=services.learned,
         sessions=services,
         note_key=services.note_key,
+        usage=services.usage,
+        usage_figures=services.usage_figures,
     )

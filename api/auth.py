@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.errors import ApiError
 from api.metrics import FORBIDDEN, UNAUTHORIZED
-from api.middleware import PRINCIPAL, RUNTIME_HOOK_PATH, send_error
+from api.middleware import OTLP_PATH, PRINCIPAL, RUNTIME_HOOK_PATH, send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
 from domain.session import SessionTarget
 from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
@@ -33,7 +33,7 @@ _ADMIN_PREFIXES = ("/api/keys", "/api/workspaces", "/api/settings/autonomy")
 
 def required_capability(method: str, path: str) -> str | None:
     """What a request needs; None for the public surface (page, docs, /metrics, Coder)."""
-    if RUNTIME_HOOK_PATH.match(path):
+    if RUNTIME_HOOK_PATH.match(path) or OTLP_PATH.match(path):
         return HOOKS
     if path != "/api" and not path.startswith("/api/"):
         return None  # /hooks/coder verifies its own signed JWT

@@ -21,6 +21,7 @@ from domain.key_service import KeyService
 from infra.note_key import NoteKey
 from infra.settings import Settings
 from ingest.service import HookIngest
+from ingest.usage import UsageRecorder
 from projections.runner import ProjectionRunner
 from projections.store import ReadStore
 from scheduler.autonomy import AutonomyRuntime
@@ -28,6 +29,7 @@ from scheduler.runtime import SchedulerRuntime
 from scheduler.tasks import TaskRuntime
 from services.credentials import CredentialCache, Principal
 from services.learned_context import LearnedContext
+from services.usage_figures import UsageFigures
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,8 @@ class Collaborators:
     sessions: SessionTargets
     # The log's note key; None only where no key file exists (a reading command).
     note_key: NoteKey | None
+    usage: UsageRecorder
+    usage_figures: UsageFigures
 
 
 T = TypeVar("T")

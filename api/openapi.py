@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from api.auth import required_capability
 from api.hook_routes import HOOK_ROUTES
+from api.otlp_routes import OTLP_ROUTES
 from domain.credentials import NEEDED_ROLE
 
 ERROR_SCHEMA: dict[str, Any] = {
@@ -234,7 +235,7 @@ def hook_route_operations() -> dict[str, dict[str, Any]]:
     """The hook routes' OpenAPI path items, which FastAPI does not document (they are
     Starlette routes: api/hook_routes.py); `complete` adds their errors."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in HOOK_ROUTES:
+    for route in (*HOOK_ROUTES, *OTLP_ROUTES):
         name = route.endpoint.__name__
         doc = inspect.cleandoc(route.endpoint.__doc__ or "")
         operation: dict[str, Any] = {

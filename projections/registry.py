@@ -19,6 +19,7 @@ from projections.signals import SignalsProjection
 from projections.tasks import TaskActivityProjection, TasksProjection
 from projections.timeline import TimelineProjection
 from projections.turn_signals import TurnSignalsProjection
+from projections.usage import UsageProjection
 from projections.workspaces import WorkspacesProjection
 
 PROJECTION_TYPES: tuple[type[Projection], ...] = (
@@ -40,6 +41,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     ApiKeysProjection,
     SelfUpdateCyclesProjection,
     ApprovalsProjection,
+    UsageProjection,
 )
 
 
