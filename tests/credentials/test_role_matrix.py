@@ -19,6 +19,8 @@ AGENT_ROUTES = {
     ("post", "/hooks/{runtime}"),
     ("post", "/hooks/{runtime}/{event}"),
     ("post", "/api/autonomy/signals"),
+    ("post", "/v1/logs"),
+    ("post", "/v1/metrics"),
 }
 ADMIN_ROUTES = {
     ("post", "/api/workspaces"),
