@@ -32,7 +32,7 @@ RUNTIME_HOOK_PATH = re.compile(
     r"(?:/(?:[A-Za-z][A-Za-z0-9_]{0,63}|\{event\}))?)$"
 )
 # The OTLP/HTTP receiver (api/otlp_routes.py): agents write there with their hook token.
-OTLP_PATH = re.compile(r"^/v1/(?:logs|metrics)$")
+OTLP_PATH = re.compile(r"^/v1/(?:logs|metrics|traces)$")
 HOOK_PATHS = re.compile(
     RUNTIME_HOOK_PATH.pattern + r"|^/hooks/coder$|^/api/sessions/[^/]+/events$|" + OTLP_PATH.pattern
 )

@@ -1,4 +1,4 @@
-"""The OTLP/HTTP receiver: `POST /v1/logs` and `POST /v1/metrics` (docs/usage.md).
+"""The OTLP/HTTP receiver: `POST /v1/logs`, `/v1/metrics` and `/v1/traces` (docs/usage.md).
 
 Agent runtimes export their OpenTelemetry here (`OTEL_EXPORTER_OTLP_ENDPOINT` pointing at
 Tachograph, the agent token in `OTEL_EXPORTER_OTLP_HEADERS`); the middleware has
@@ -6,7 +6,7 @@ authenticated the caller and capped the body as on the hook routes. Of the logs,
 model requests of the runtimes mapped in infra/otlp_usage.py are recorded, each in
 the session its hooks created; everything else is taken and ignored, so an exporter
 never fails on what it was not asked to leave out. Metrics are taken and ignored: they
-repeat the same requests summed (docs/usage.md says which counts). Answers follow the
+repeat the same requests summed (docs/usage.md says which counts); so are traces. Answers follow the
 OTLP/HTTP specification, in the request's encoding.
 """
 
@@ -58,6 +58,12 @@ async def otlp_metrics(request: Request) -> Response:
     return await _export(request, "metrics")
 
 
+async def otlp_traces(request: Request) -> Response:
+    """An OTLP traces export (Gemini CLI sends one beside its logs): read, answered, and
+    not kept, so the exporter has nothing to fail on."""
+    return await _export(request, "traces")
+
+
 async def _export(request: Request, signal: Signal) -> Response:
     encoding: Encoding = JSON
     try:
@@ -74,7 +80,7 @@ async def _export(request: Request, signal: Signal) -> Response:
         return Response(
             status(encoding, INVALID_ARGUMENT, exc.message), exc.status, media_type=encoding
         )
-    if signal == "metrics":
+    if signal != "logs":
         OTLP_RECORDS.labels(signal=signal, outcome="ignored").inc()
         return Response(success(signal, encoding), media_type=encoding)
     c: Collaborators = request.app.state.collaborators
@@ -152,6 +158,7 @@ async def _target(
 OTLP_ROUTES: Final = (
     HookRoute("/v1/logs", otlp_logs, "usage"),
     HookRoute("/v1/metrics", otlp_metrics, "usage"),
+    HookRoute("/v1/traces", otlp_traces, "usage"),
 )
 
 

@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -25,19 +25,30 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from domain.strict_json import StrictJSONError, strict_loads
 
 JSON: Final = "application/json"
 PROTOBUF: Final = "application/x-protobuf"
 Encoding = Literal["application/json", "application/x-protobuf"]
-Signal = Literal["logs", "metrics"]
+Signal = Literal["logs", "metrics", "traces"]
 # google.rpc.Code values the answers use.
 INVALID_ARGUMENT: Final = 3
 
 _REQUESTS: Final[dict[str, type[Message]]] = {
     "logs": ExportLogsServiceRequest,
     "metrics": ExportMetricsServiceRequest,
+    "traces": ExportTraceServiceRequest,
+}
+# The export responses, and the partial success's count field of each (JSON spelling).
+_RESPONSES: Final[dict[str, tuple[type[Message], str]]] = {
+    "logs": (ExportLogsServiceResponse, "rejectedLogRecords"),
+    "metrics": (ExportMetricsServiceResponse, "rejectedDataPoints"),
+    "traces": (ExportTraceServiceResponse, "rejectedSpans"),
 }
 
 
@@ -103,25 +114,14 @@ def success(
     signal: Signal, encoding: Encoding, rejected: int = 0, message: str | None = None
 ) -> bytes:
     """The export response: empty when everything was taken, else its partial success."""
-    if encoding == PROTOBUF:
-        if signal == "logs":
-            logs = ExportLogsServiceResponse()
-            if rejected:
-                logs.partial_success.rejected_log_records = rejected
-                logs.partial_success.error_message = message or ""
-            encoded: bytes = logs.SerializeToString()
-            return encoded
-        metrics = ExportMetricsServiceResponse()
-        if rejected:
-            metrics.partial_success.rejected_data_points = rejected
-            metrics.partial_success.error_message = message or ""
-        serialized: bytes = metrics.SerializeToString()
-        return serialized
-    if not rejected:
-        return b"{}"
-    field = "rejectedLogRecords" if signal == "logs" else "rejectedDataPoints"
+    response, field = _RESPONSES[signal]
     partial = {field: str(rejected), "errorMessage": message or ""}
-    return json.dumps({"partialSuccess": partial}).encode()
+    if encoding == JSON:
+        return json.dumps({"partialSuccess": partial} if rejected else {}).encode()
+    encoded: bytes = ParseDict(
+        {"partialSuccess": partial} if rejected else {}, response()
+    ).SerializeToString()
+    return encoded
 
 
 def status(encoding: Encoding, code: int, message: str) -> bytes:

@@ -362,3 +362,13 @@ def test_the_cli_prints_what_the_api_answers(client: TestClient, settings: Setti
     assert [row.split() for row in rows] == [["gemini-cli", "1", "100", "10", "0", "0", "0.000000"]]
     refused = run_cli(settings, "usage", "--since", "last tuesday")
     assert refused.returncode == 2 and "--since" in refused.stderr
+
+
+def test_traces_are_taken_and_not_kept(client: TestClient) -> None:
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174"}
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{**span, "name": "llm_call"}]}]}]}
+    taken = client.post("/v1/traces", content=json.dumps(body), headers=JSON)
+    assert (taken.status_code, taken.json()) == (200, {})
+    empty = client.post("/v1/traces", content=b"", headers=PROTOBUF)
+    assert (empty.status_code, empty.content) == (200, b"")
+    assert read(client, "/api/usage")["items"] == []

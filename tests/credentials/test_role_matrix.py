@@ -21,6 +21,7 @@ AGENT_ROUTES = {
     ("post", "/api/autonomy/signals"),
     ("post", "/v1/logs"),
     ("post", "/v1/metrics"),
+    ("post", "/v1/traces"),
 }
 ADMIN_ROUTES = {
     ("post", "/api/workspaces"),
