@@ -551,6 +551,7 @@ def run_bench(
 
     from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
+    from bench.otlp import bench_otlp
 
     console = Console()
     seconds, n = (3, 200) if quick else (10, 1000)
@@ -569,6 +570,7 @@ def run_bench(
         ("task_board", bench_task_board, tasks),
         ("rebuild", bench_rebuild, events),
         ("activity_search", bench_activity_search, search_rows),
+        ("otlp", bench_otlp, seconds),
         # Spawned hooks and one server on SQLite, whatever the store: measured once.
         (
             "hook_latency",
@@ -581,7 +583,7 @@ def run_bench(
         names = ", ".join(name for name, _, _ in benchmarks)
         raise SystemExit(f"tachograph bench: no benchmark {', '.join(unknown)} (there are {names})")
     benchmarks = [b for b in benchmarks if not only or b[0] in only]
-    wrk_figures = {"ingest", "facts_vs_metadata"}
+    wrk_figures = {"ingest", "facts_vs_metadata", "otlp"}
     if shutil.which("wrk") is None and any(name in wrk_figures for name, _, _ in benchmarks):
         raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}

@@ -45,11 +45,17 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "rebuild",
         "activity_search",
         "facts_vs_metadata",
+        "otlp",
         *once,
     }
     for name, figure in figures.items():
         assert figure["workload"], name  # every figure states its workload size
         assert name in ran.stdout  # and is printed as it is measured
+
+    otlp = figures["otlp"]
+    assert otlp["errors"] == 0 and otlp["requests_per_s"] > 0
+    # Every acknowledged export recorded its one model request.
+    assert otlp["model_requests_recorded"] >= otlp["acknowledged"]
 
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0

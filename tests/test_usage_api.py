@@ -11,6 +11,9 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -372,3 +375,23 @@ def test_traces_are_taken_and_not_kept(client: TestClient) -> None:
     empty = client.post("/v1/traces", content=b"", headers=PROTOBUF)
     assert (empty.status_code, empty.content) == (200, b"")
     assert read(client, "/api/usage")["items"] == []
+
+
+def test_the_figures_budgets_read_come_from_memory_within_a_second(client: TestClient) -> None:
+    figures = client.app.state.services.usage_figures  # type: ignore[attr-defined]
+    session_id = start_claude_session(client, CLAUDE_NATIVE)
+    nothing = figures.for_call(session_id, "default")
+    assert nothing["session"]["requests"] == 0 and nothing["workspace"]["today"]["costUsd"] == 0
+    answer = export_logs(client, CLAUDE_LOGS)
+    read(client, "/api/usage", answer)  # in the read model: the follower adds it within 1 s
+    deadline = time.monotonic() + 3
+    while figures.for_call(session_id, "default")["session"]["requests"] < 2:
+        assert time.monotonic() < deadline, "the figures did not follow the read model"
+        time.sleep(0.05)
+    seen = figures.for_call(session_id, "default")
+    assert {k: v for k, v in seen["session"].items() if k != "today"} == TWO_REQUESTS
+    assert seen["workspace"]["costUsd"] == 0.0012
+    # The captured requests were made on 2026-12-06 (UTC): today's only on that day.
+    today = datetime.now(UTC).strftime("%Y-%m-%d") == "2026-12-06"
+    assert seen["session"]["today"]["requests"] == (2 if today else 0)
+    assert figures.for_call(str(uuid.uuid4()), "elsewhere")["workspace"]["requests"] == 0
