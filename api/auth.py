@@ -33,10 +33,11 @@ _ADMIN_PREFIXES = ("/api/keys", "/api/workspaces", "/api/settings/autonomy")
 
 def required_capability(method: str, path: str) -> str | None:
     """What a request needs; None for the public surface (page, docs, /metrics, Coder)."""
-    if RUNTIME_HOOK_PATH.match(path) or OTLP_PATH.match(path):
+    if RUNTIME_HOOK_PATH.match(path):
         return HOOKS
     if path != "/api" and not path.startswith("/api/"):
-        return None  # /hooks/coder verifies its own signed JWT
+        # The OTLP receiver takes the agent's token; /hooks/coder verifies its own JWT.
+        return HOOKS if OTLP_PATH.match(path) else None
     if path.startswith("/api/keys"):
         return ADMINISTER  # listing credentials is administration too
     if method in _READS:

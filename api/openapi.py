@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from api.auth import required_capability
 from api.hook_routes import HOOK_ROUTES
+from api.middleware import OTLP_PATH
 from api.otlp_routes import OTLP_ROUTES
 from domain.credentials import NEEDED_ROLE
 
@@ -166,6 +167,9 @@ def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
         }
     for parameter in op.get("parameters", []):
         _not_nullable(parameter)
+    if OTLP_PATH.match(path):
+        _otlp_operation(op)
+        return
     responses: dict[str, Any] = op.setdefault("responses", {})
     if path == "/metrics":
         responses["200"] = {
@@ -203,6 +207,33 @@ def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
         codes.append("401")
     for code in sorted(set(codes)):
         responses[code] = _error(code)
+
+
+_OTLP_CONTENT: dict[str, Any] = {
+    "application/json": {"schema": {"type": "object"}},
+    "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+}
+_OTLP_REFUSALS = (
+    ("400", "Not an OTLP export: a google.rpc.Status `{code, message}`."),
+    ("413", "Over 16 MiB, sent or once inflated."),
+    ("415", "Another Content-Type or Content-Encoding: a google.rpc.Status."),
+)
+
+
+def _otlp_operation(op: dict[str, Any]) -> None:
+    """The OTLP receiver's routes (api/otlp_routes.py): OTLP in, OTLP answers out."""
+    op["requestBody"] = {"required": True, "content": _OTLP_CONTENT}
+    responses: dict[str, Any] = {
+        "200": {
+            "description": "The OTLP export response; `partialSuccess` when records were refused.",
+            "content": _OTLP_CONTENT,
+        }
+    }
+    for code, why in _OTLP_REFUSALS:
+        responses[code] = {"description": why, "content": _OTLP_CONTENT}
+    for code in ("401", "403", "503"):
+        responses[code] = _error(code)
+    op["responses"] = responses
 
 
 def _error(code: str) -> dict[str, Any]:
