@@ -1344,7 +1344,6 @@ function updateSessionRow(row, s) {
   setText(c.summary, firstLine(s.summary, 160));
   setAttr(c.summary, "title", s.summary || null);
   setText(c.last, s.lastSignalAt ? fmtTime(s.lastSignalAt) : "never");
-  // Stream messages carry no usage: the cost shown stays until the list is read again.
   if (s.usage) {
     setText(c.cost, s.usage.requests ? usd(s.usage.costUsd) : "—");
     setAttr(c.cost, "title", s.usage.requests ? usageText(s.usage) : "No model requests reported");
