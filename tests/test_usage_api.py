@@ -395,3 +395,22 @@ def test_the_figures_budgets_read_come_from_memory_within_a_second(client: TestC
     today = datetime.now(UTC).strftime("%Y-%m-%d") == "2026-12-06"
     assert seen["session"]["today"]["requests"] == (2 if today else 0)
     assert figures.for_call(str(uuid.uuid4()), "elsewhere")["workspace"]["requests"] == 0
+
+
+def test_at_a_new_utc_day_todays_figures_start_again_and_totals_stay(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services import usage_figures
+
+    figures = client.app.state.services.usage_figures  # type: ignore[attr-defined]
+    session_id = start_claude_session(client, CLAUDE_NATIVE)
+    monkeypatch.setattr(usage_figures, "_today", lambda: "2026-12-06")  # the requests' day
+    read(client, "/api/usage", export_logs(client, CLAUDE_LOGS))
+    figures.refresh()
+    before = figures.for_call(session_id, "default")
+    assert (before["session"]["requests"], before["session"]["today"]["requests"]) == (2, 2)
+    monkeypatch.setattr(usage_figures, "_today", lambda: "2026-12-07")
+    figures.refresh()
+    after = figures.for_call(session_id, "default")
+    assert (after["session"]["requests"], after["session"]["today"]["requests"]) == (2, 0)
+    assert after["workspace"]["costUsd"] == 0.0012 and after["workspace"]["today"]["costUsd"] == 0
