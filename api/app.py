@@ -113,8 +113,9 @@ def create_app(
         usage.router,
     ):
         app.include_router(router)
-    install_hook_routes(app)
+    # Both ahead of the FastAPI routes; the hook routes, the hottest, first of all.
     install_otlp_routes(app)
+    install_hook_routes(app)
     # The body is read only once the credential in the headers was accepted.
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)
