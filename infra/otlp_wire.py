@@ -30,8 +30,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from domain.strict_json import StrictJSONError, strict_loads
-
 JSON: Final = "application/json"
 PROTOBUF: Final = "application/x-protobuf"
 Encoding = Literal["application/json", "application/x-protobuf"]
@@ -89,6 +87,17 @@ def inflate(body: bytes, content_encoding: str | None, cap: int) -> bytes:
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"contains {name}, which is not JSON")
+
+
+# Not the API's strict decoder: an export's attributes are nested past what it reads at a
+# glance, and walking every value cost more than the rest of a request. Nothing here is
+# stored as sent: the few values kept are cleaned where they are read
+# (infra/otlp_usage.py: no NULs, no lone surrogates), and NaN is refused.
+_JSON: Final = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def decode(signal: Signal, body: bytes, encoding: Encoding) -> dict[str, Any]:
     """An export request of `signal` in OTLP's JSON shape; OtlpBodyError (400) if unreadable."""
     if encoding == PROTOBUF:
@@ -100,11 +109,16 @@ def decode(signal: Signal, body: bytes, encoding: Encoding) -> dict[str, Any]:
         decoded: dict[str, Any] = MessageToDict(message)
         return decoded
     try:
-        # NULs are not refused here: an attribute nobody reads must not fail an export;
-        # what is kept is cleaned where it is read (infra/otlp_usage.py).
-        value = strict_loads(body)
-    except StrictJSONError as exc:
-        raise OtlpBodyError(400, f"The request body {exc.problem}.") from None
+        value = _JSON.decode(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise OtlpBodyError(400, "The request body is not UTF-8 text.") from None
+    except json.JSONDecodeError as exc:
+        problem = f"{exc.msg}: line {exc.lineno} column {exc.colno}"
+        raise OtlpBodyError(400, f"The request body is not valid JSON ({problem}).") from None
+    except ValueError as exc:  # NaN or Infinity
+        raise OtlpBodyError(400, f"The request body {exc}.") from None
+    except RecursionError:
+        raise OtlpBodyError(400, "The request body is nested too deeply.") from None
     if not isinstance(value, dict):
         raise OtlpBodyError(400, f"The body is not an OTLP {signal} request (a JSON object).")
     return value

@@ -414,3 +414,15 @@ def test_at_a_new_utc_day_todays_figures_start_again_and_totals_stay(
     after = figures.for_call(session_id, "default")
     assert (after["session"]["requests"], after["session"]["today"]["requests"]) == (2, 0)
     assert after["workspace"]["costUsd"] == 0.0012 and after["workspace"]["today"]["costUsd"] == 0
+
+
+def test_what_a_store_cannot_hold_is_cleaned_from_the_values_kept(client: TestClient) -> None:
+    text = json.dumps(with_session(CLAUDE_LOGS, "nul-1"))
+    # A NUL (PostgreSQL text cannot hold it) and a lone surrogate in values that are kept,
+    # and in one that is not.
+    text = text.replace('"claude-opus-5-5"', '"claude\\u0000opus\\ud800"', 1)
+    text = text.replace('"user.id"', '"user\\u0000.id"', 1)
+    answer = client.post("/v1/logs", content=text.encode(), headers=JSON)
+    assert (answer.status_code, answer.json()) == (200, {})
+    models = [i["key"] for i in read(client, "/api/usage", answer, groupBy="model")["items"]]
+    assert sorted(models) == ["claude-opus-5-5", "claudeopus?"]
