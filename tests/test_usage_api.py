@@ -426,3 +426,26 @@ def test_what_a_store_cannot_hold_is_cleaned_from_the_values_kept(client: TestCl
     assert (answer.status_code, answer.json()) == (200, {})
     models = [i["key"] for i in read(client, "/api/usage", answer, groupBy="model")["items"]]
     assert sorted(models) == ["claude-opus-5-5", "claudeopus?"]
+
+
+def test_a_session_bound_token_writes_into_its_own_session_only(secured: TestClient) -> None:
+    admin = {"x-tachograph-key": ADMIN}
+    own = secured.post("/api/sessions", json={"workspaceId": "default"}, headers=admin).json()
+    other = secured.post("/api/sessions", json={"workspaceId": "default"}, headers=admin).json()
+    token = issue(secured, "agent", sessionId=own["id"])
+    headers = {**JSON, "x-tachograph-key": token}
+    taken = secured.post("/v1/logs", content=json.dumps(CLAUDE_LOGS), headers=headers)
+    assert (taken.status_code, taken.json()) == (200, {})
+    refused = secured.post(
+        "/v1/logs",
+        content=json.dumps(with_session(CLAUDE_LOGS, "elsewhere-1")),
+        headers={**headers, "x-tachograph-session-id": other["id"]},
+    )
+    partial = refused.json()["partialSuccess"]
+    assert partial["rejectedLogRecords"] == "2" and other["id"] in partial["errorMessage"]
+    usage = secured.get(
+        "/api/usage",
+        params={"minPosition": taken.headers["x-tachograph-position"]},
+        headers=admin,
+    ).json()["items"]
+    assert [(i["key"], i["requests"]) for i in usage] == [(own["id"], 2)]
