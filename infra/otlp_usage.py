@@ -4,10 +4,11 @@ Input is an OTLP logs export in its JSON shape (protobuf bodies are converted to
 infra/otlp_wire.py). Each runtime is known by its resource's `service.name`; of its
 records, the one event per model request is read (docs/usage.md has the table):
 
-| runtime      | service.name  | event                     |
-|--------------|---------------|---------------------------|
-| Claude Code  | `claude-code` | `claude_code.api_request` |
-| Gemini CLI   | `gemini-cli`  | `gemini_cli.api_response` |
+| runtime      | service.name            | event                                    |
+|--------------|-------------------------|------------------------------------------|
+| Claude Code  | `claude-code`           | `claude_code.api_request`                |
+| Gemini CLI   | `gemini-cli`            | `gemini_cli.api_response`                |
+| Codex        | `codex_exec`, `codex_*` | `codex.sse_event`, `response.completed`  |
 
 Everything else (other events, other services, attributes not in the table) is ignored,
 never refused: an exporter must not fail because a runtime added something. Metrics are
@@ -27,6 +28,7 @@ from domain.model_usage import ReportedRequest
 
 CLAUDE_CODE: Final = "claude-code"
 GEMINI_CLI: Final = "gemini-cli"
+CODEX: Final = "codex"
 # Bounds on what one request may claim (a runtime's counters are far below them).
 MAX_TOKENS: Final = 10**12
 MAX_COST_USD: Final = 10.0**9
@@ -186,13 +188,48 @@ def _gemini_cli(record: Mapping[str, Any], attrs: Mapping[str, Any]) -> Reported
     )
 
 
+def _codex(record: Mapping[str, Any], attrs: Mapping[str, Any]) -> ReportedRequest:
+    session = _text(attrs, "conversation.id") or ""
+    return ReportedRequest(
+        agent=CODEX,
+        agent_session_id=session,
+        key=report_key(CODEX, session, record, attrs),
+        model=_text(attrs, "model"),
+        # The Responses API's counts: input includes the cached part, output the reasoning.
+        input_tokens=_count(attrs, "input_token_count"),
+        output_tokens=_count(attrs, "output_token_count"),
+        cache_read_tokens=_count(attrs, "cached_token_count"),
+        cache_creation_tokens=_count(attrs, "cache_write_token_count"),
+        cost_usd=None,
+        duration_ms=None,  # reported on codex.api_request, which names no response
+        prompt_id=None,
+        requested_at=record_time(record),
+    )
+
+
 Mapper = Callable[[Mapping[str, Any], Mapping[str, Any]], ReportedRequest]
 # service.name -> the event names of one model request (with and without the prefix
 # some exporters leave out of `event.name`), and how to read one.
 MAPPINGS: Final[dict[str, tuple[frozenset[str], Mapper]]] = {
     CLAUDE_CODE: (frozenset({"claude_code.api_request", "api_request"}), _claude_code),
     GEMINI_CLI: (frozenset({"gemini_cli.api_response"}), _gemini_cli),
+    CODEX: (frozenset({"codex.sse_event"}), _codex),
 }
+
+
+def _runtime(service: str | None) -> str:
+    """The mapping a service name selects: Codex names its service by how it was started
+    (`codex_exec` for `codex exec`, other `codex_*` originators)."""
+    if service and service.startswith("codex_"):
+        return CODEX
+    return service or ""
+
+
+def _is_model_request(runtime: str, attrs: Mapping[str, Any]) -> bool:
+    """Codex reports every server-sent event; one per response carries its token counts."""
+    if runtime != CODEX:
+        return True
+    return attrs.get("event.kind") == "response.completed" and "input_token_count" in attrs
 
 
 def _records(payload: Any) -> Iterator[tuple[str | None, dict[str, Any]]]:
@@ -219,12 +256,13 @@ def model_requests(payload: Any) -> MappedLogs:
     rejected = 0
     problem: str | None = None
     for service, record in _records(payload):
-        mapping = MAPPINGS.get(service or "")
+        runtime = _runtime(service)
+        mapping = MAPPINGS.get(runtime)
         if mapping is None:
             continue
         events, read = mapping
         attrs = attributes(record.get("attributes"))
-        if _event_name(record, attrs) not in events:
+        if _event_name(record, attrs) not in events or not _is_model_request(runtime, attrs):
             continue
         try:
             reported = read(record, attrs)

@@ -449,3 +449,24 @@ def test_a_session_bound_token_writes_into_its_own_session_only(secured: TestCli
         headers=admin,
     ).json()["items"]
     assert [(i["key"], i["requests"]) for i in usage] == [(own["id"], 2)]
+
+
+def test_codexs_completed_responses_count_once_each(client: TestClient) -> None:
+    export = json.loads((FIXTURES / "codex-0.169.0-logs.json").read_text())
+    answer = export_logs(client, export)
+    native = "01a24a3f-7883-7dc0-a5fa-a8c7df7b8727"
+    # Codex reports every server-sent event; of its two `response.completed` records, the
+    # one with the response's token counts is the request.
+    items = read(client, "/api/usage", answer, groupBy="session")["items"]
+    assert items == [
+        {
+            "key": str(agent_session_uuid(f"codex:{native}")),
+            "requests": 1,
+            "inputTokens": 100,
+            "outputTokens": 10,
+            "cacheReadTokens": 0,
+            "cacheCreationTokens": 0,
+            "costUsd": 0.0,
+        }
+    ]
+    assert read(client, "/api/usage", groupBy="model")["items"][0]["key"] == "gpt-5.5"

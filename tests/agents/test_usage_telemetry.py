@@ -1,5 +1,5 @@
-"""Usage from the real Claude Code (2.1.328) and Gemini CLI, offline, through their own
-OpenTelemetry export.
+"""Usage from the real Claude Code (2.1.328), Gemini CLI and Codex, offline, through
+their own OpenTelemetry export.
 
 usage_run.py runs inside `unshare -n` (loopback only): `tachograph serve` with an admin
 key, the CLIs with their hooks installed and their OTLP export pointed at serve with an
@@ -11,7 +11,7 @@ agent token, each against its model API stand-in. Claude Code runs twice, export
   every response, so a match is no coincidence);
 - cost: the stand-in reports no price, Claude Code computes the cost from its own price
   table; the session's cost equals the `total_cost_usd` Claude Code itself reports for
-  the run, and is not zero. Gemini CLI reports no cost: 0;
+  the run, and is not zero. Gemini CLI and Codex report no cost: 0;
 - one session per run: the telemetry lands in the session the hooks created (its hooks'
   timeline is there), and the run's requests show on its turn.
 """
@@ -32,11 +32,10 @@ PROTOCOLS = ["http/json", "http/protobuf"]
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    claude, gemini = harness.agent_cli("claude"), harness.agent_cli("gemini")
+    clis = {name: harness.agent_cli(name) for name in ("claude", "gemini", "codex")}
     work: Path = tmp_path_factory.mktemp("usage")
-    return harness.run_driver(
-        Path(usage_run.__file__), work, "--claude", claude, "--gemini", gemini, timeout=400
-    )
+    flags = [part for name, binary in clis.items() for part in (f"--{name}", binary)]
+    return harness.run_driver(Path(usage_run.__file__), work, *flags, timeout=400)
 
 
 def summed(reported: list[dict[str, int]], *keys: str) -> int:
@@ -98,6 +97,27 @@ def test_gemini_clis_session_carries_what_the_model_api_reported(report: dict[st
     assert run["cli_tokens"] == [session["usage"]["inputTokens"], session["usage"]["outputTokens"]]
     # Its traces export was taken too: nothing failed on the way out.
     assert "/v1/traces" not in run["stderr"] and "code: 404" not in run["stderr"]
+
+
+def test_codexs_session_carries_what_the_model_api_reported(report: dict[str, Any]) -> None:
+    run = report["codex"]
+    assert run["exit"] == 0, run["stderr"]
+    reported = run["standin_usage"]
+    assert len(reported) == 1  # the one answer of a text-only turn
+    session = run["session"]
+    assert session is not None and session["agent"] == "codex" and session["status"] == "ended"
+    usage = session["usage"]
+    assert usage == {
+        "requests": 1,
+        "inputTokens": summed(reported, "input_tokens"),
+        "outputTokens": summed(reported, "output_tokens"),
+        "cacheReadTokens": 0,
+        "cacheCreationTokens": 0,
+        "costUsd": 0.0,
+    }
+    # Codex's own count, printed at the end of the run.
+    total = usage["inputTokens"] + usage["outputTokens"]
+    assert f"tokens used\n{total}" in run["stdout"] + run["stderr"]
 
 
 def test_usage_by_agent_sums_the_runs(report: dict[str, Any]) -> None:

@@ -1,13 +1,14 @@
 """Offline runs of the real Claude Code and Gemini CLI with their OpenTelemetry pointed at
 `tachograph serve`, for tests/agents/test_usage_telemetry.py.
 
-    python usage_run.py --work DIR --claude BIN --gemini BIN
+    python usage_run.py --work DIR --claude BIN --gemini BIN --codex BIN
 
 Run it inside a loopback-only network namespace (harness.run_driver). It starts `serve`
 on SQLite with an admin key, issues one agent token (bound to the `default` workspace),
 and runs, each in its own HOME and project with the hooks installed: Claude Code twice
-(OTLP as `http/json`, then as `http/protobuf`) against the Messages API stand-in, and
-Gemini CLI once against the Gemini API stand-in. The token reaches the runtimes twice:
+(OTLP as `http/json`, then as `http/protobuf`) against the Messages API stand-in,
+Gemini CLI once against the Gemini API stand-in, and `codex exec` once against the
+Responses API stand-in. The token reaches the runtimes twice:
 as the hooks' `TACHOGRAPH_AGENT_TOKEN` and in `OTEL_EXPORTER_OTLP_HEADERS`. DIR/report.json
 gets, per run, the CLI's exit and output, its native session id, the model requests the
 stand-in answered and the usage it reported in them, and the session as serve shows it
@@ -28,7 +29,14 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[1])]
 
 from domain.lifecycle import agent_session_uuid  # noqa: E402
-from tests.agents import anthropic_standin, gemini_standin, harness, standin_server  # noqa: E402
+from tests.agents import (  # noqa: E402
+    anthropic_standin,
+    codex_run,
+    gemini_standin,
+    harness,
+    openai_responses_standin,
+    standin_server,
+)
 from tests.hook_server import answer  # noqa: E402
 from tests.support import env_for  # noqa: E402
 
@@ -194,6 +202,45 @@ def run_gemini(gemini: str, work: Path, url: str, token: str) -> dict[str, Any]:
     return report
 
 
+def run_codex(codex: str, work: Path, url: str, token: str) -> dict[str, Any]:
+    """`codex exec` with its `[otel]` exporter (config.toml) pointed at serve's /v1/logs."""
+    run = work / "codex"
+    home, project = run / "home", run / "project"
+    project.mkdir(parents=True)
+    harness.install_hooks("codex", home, url)
+    with openai_responses_standin.ResponsesStandIn(lambda _: standin_server.Text("done")) as api:
+        codex_run.codex_config(home / ".codex", api.base_url)
+        config = home / ".codex" / "config.toml"
+        exporter = (
+            f'{{ otlp-http = {{ endpoint = "{url}/v1/logs", protocol = "json", '
+            f'headers = {{ "x-tachograph-key" = "{token}" }} }} }}'
+        )
+        config.write_text(
+            config.read_text() + f"[otel]\nlog_user_prompt = false\nexporter = {exporter}\n"
+        )
+        env = harness.agent_env(
+            run,
+            CODEX_HOME=str(home / ".codex"),
+            STANDIN_API_KEY="sk-standin",
+            TMPDIR=str(codex_run.codex_tmp(run)),
+            TACHOGRAPH_AGENT_TOKEN=token,
+        )
+        argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust"]
+        report = harness.run_agent([*argv, "-C", str(project), PROMPT], env=env, cwd=project)
+        answered = api.agent_requests()
+    found = re.search(r"session id: (\S+)", report["stdout"] + report["stderr"])
+    native = found.group(1) if found else None
+    report |= {
+        "native_session": native,
+        # What the stand-in reports in every completed response (openai_responses_standin).
+        "standin_usage": [{"input_tokens": 100, "output_tokens": 10} for _ in answered],
+    }
+    if native:
+        session_id = str(agent_session_uuid(f"codex:{native}"))
+        report["session"] = session_once_counted(url, session_id, len(answered))
+    return report
+
+
 def main() -> int:
     import argparse
 
@@ -201,6 +248,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--claude", required=True)
     parser.add_argument("--gemini", required=True)
+    parser.add_argument("--codex", required=True)
     args = parser.parse_args()
     work: Path = args.work
     issue = ["keys", "issue", "--role", "agent", "--workspace", "default"]
@@ -215,6 +263,7 @@ def main() -> int:
         for protocol in ("http/json", "http/protobuf"):
             report[protocol] = run_claude(args.claude, work, serve.url, token, protocol)
         report["gemini"] = run_gemini(args.gemini, work, serve.url, token)
+        report["codex"] = run_codex(args.codex, work, serve.url, token)
         report["by_agent"] = get(f"{serve.url}/api/usage?groupBy=agent")["items"]
     finally:
         harness.stop_serve(serve)
