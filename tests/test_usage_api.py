@@ -218,6 +218,13 @@ def test_a_request_with_unreadable_figures_is_refused_alone(client: TestClient) 
     }
     usage = read(client, "/api/usage", answer)["items"]
     assert [(i["requests"], i["inputTokens"]) for i in usage] == [(1, 100)]
+    # The same refusal in protobuf: the partial success in the response message.
+    message = Parse(json.dumps(with_session(broken, "broken-2")), ExportLogsServiceRequest())
+    answer = client.post("/v1/logs", content=message.SerializeToString(), headers=PROTOBUF)
+    response = ExportLogsServiceResponse()
+    response.ParseFromString(answer.content)
+    assert response.partial_success.rejected_log_records == 1
+    assert "input_tokens is not a number" in response.partial_success.error_message
 
 
 @pytest.mark.parametrize(
