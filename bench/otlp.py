@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,9 +61,10 @@ def _event(record: dict[str, Any]) -> str:
     return str(record["body"]["stringValue"])
 
 
-def bench_otlp(store: Store, seconds: int, work: Path) -> dict[str, Any]:
-    from bench.run import wrk
-
+def bench_otlp(
+    store: Store, seconds: int, work: Path, *, wrk: Callable[..., dict[str, float]]
+) -> dict[str, Any]:
+    """`wrk`: bench/run.py's load generator (handed in: bench/run.py imports this module)."""
     port = free_port()
     with serve(store, port, work / "serve-otlp.log"):
         base = f"http://127.0.0.1:{port}"

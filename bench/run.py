@@ -570,7 +570,7 @@ def run_bench(
         ("task_board", bench_task_board, tasks),
         ("rebuild", bench_rebuild, events),
         ("activity_search", bench_activity_search, search_rows),
-        ("otlp", bench_otlp, seconds),
+        ("otlp", partial(bench_otlp, wrk=wrk), seconds),
         # Spawned hooks and one server on SQLite, whatever the store: measured once.
         (
             "hook_latency",
