@@ -37,6 +37,7 @@ from ingest.group_commit import CommittedDispatches, GroupCommitter
 from ingest.held_approvals import HeldApprovals
 from ingest.loop import run_sync
 from ingest.service import HookIngest, Ingested, Ports, Rules
+from ingest.usage import UsageRecorder
 from projections.base import Projection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import attach_signing_key, checkpoint_at_shutdown, links_at
@@ -56,6 +57,7 @@ from services.approval_log import AppApprovals
 from services.credentials import CredentialCache
 from services.learned_context import LearnedContext
 from services.policies import Policies
+from services.usage_figures import UsageFigures
 from services.witness_submit import submit_to_witnesses
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,9 @@ class Services:
     policies: Policies | None = None
     # Hook decisions out as OpenTelemetry spans, when an OTLP endpoint is configured.
     decision_export: DecisionExport | None = None
+    # Reported model requests in (OTLP), and their figures in memory for budgets.
+    usage: UsageRecorder | None = None
+    usage_figures: UsageFigures | None = None
 
     def start(self) -> None:
         """Catch the read models up, then follow the log and run scheduled jobs."""
@@ -114,6 +119,9 @@ class Services:
         self.scheduler.start()
         if self.decision_export is not None:
             self.decision_export.start()
+        if self.usage_figures is not None:
+            self.usage_figures.refresh()
+            self.usage_figures.start()
 
     def stop(self) -> None:
         """Stop jobs, then projections, then close connections (idempotent)."""
@@ -122,6 +130,8 @@ class Services:
             return
         self.started = False
         self.scheduler.stop()
+        if self.usage_figures is not None:
+            self.usage_figures.stop()
         if self.tasks is not None:
             self.tasks.shutdown()  # reap running attempts and record them before closing
         if self.committer is not None:
@@ -327,6 +337,8 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         active_policies=active_policies,
         policies=Policies(app, store, active_policies),
         decision_export=decision_export,
+        usage=UsageRecorder(committer),
+        usage_figures=UsageFigures(store),
     )
 
 

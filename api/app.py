@@ -17,6 +17,7 @@ from api.input_limits import QueryGuardMiddleware
 from api.middleware import BodyLimitMiddleware
 from api.observability import ObservabilityMiddleware, bind_path_ids
 from api.openapi import install_openapi
+from api.otlp_routes import install_otlp_routes
 from api.routes import (
     activity,
     approvals,
@@ -36,6 +37,7 @@ from api.routes import (
     signals,
     stream,
     tasks,
+    usage,
     web,
     workspaces,
 )
@@ -110,8 +112,11 @@ def create_app(
         approvals.router,
         autonomy_pipeline.router,
         policy.router,
+        usage.router,
     ):
         app.include_router(router)
+    # Both ahead of the FastAPI routes; the hook routes, the hottest, first of all.
+    install_otlp_routes(app)
     install_hook_routes(app)
     # The body is read only once the credential in the headers was accepted.
     app.add_middleware(BodyLimitMiddleware)
@@ -128,6 +133,8 @@ def collaborators_of(services: Services) -> Collaborators:
     assert services.autonomy is not None
     assert services.learned is not None
     assert services.policies is not None
+    assert services.usage is not None
+    assert services.usage_figures is not None
     return Collaborators(
         settings=services.settings,
         app=services.app,
@@ -143,4 +150,6 @@ def collaborators_of(services: Services) -> Collaborators:
         sessions=services,
         note_key=services.note_key,
         policies=services.policies,
+        usage=services.usage,
+        usage_figures=services.usage_figures,
     )

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.errors import ApiError
 from api.metrics import FORBIDDEN, UNAUTHORIZED
-from api.middleware import PRINCIPAL, RUNTIME_HOOK_PATH, send_error
+from api.middleware import OTLP_PATH, PRINCIPAL, RUNTIME_HOOK_PATH, send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
 from domain.session import SessionTarget
 from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
@@ -36,7 +36,8 @@ def required_capability(method: str, path: str) -> str | None:
     if RUNTIME_HOOK_PATH.match(path):
         return HOOKS
     if path != "/api" and not path.startswith("/api/"):
-        return None  # /hooks/coder verifies its own signed JWT
+        # The OTLP receiver takes the agent's token; /hooks/coder verifies its own JWT.
+        return HOOKS if OTLP_PATH.match(path) else None
     if path.startswith("/api/keys"):
         return ADMINISTER  # listing credentials is administration too
     if method in _READS:

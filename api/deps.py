@@ -21,6 +21,7 @@ from domain.key_service import KeyService
 from infra.note_key import NoteKey
 from infra.settings import Settings
 from ingest.service import HookIngest
+from ingest.usage import UsageRecorder
 from projections.runner import ProjectionRunner
 from projections.store import ReadStore
 from scheduler.autonomy import AutonomyRuntime
@@ -29,6 +30,7 @@ from scheduler.tasks import TaskRuntime
 from services.credentials import CredentialCache, Principal
 from services.learned_context import LearnedContext
 from services.policies import Policies
+from services.usage_figures import UsageFigures
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ class Collaborators:
     note_key: NoteKey | None
     # The operator's policy documents: record, activate, roll back, remove.
     policies: Policies
+    usage: UsageRecorder
+    usage_figures: UsageFigures
 
 
 T = TypeVar("T")

@@ -428,7 +428,7 @@ HOOK_ROUTES: Final = (
 )
 
 
-class _LabelledRoute(Route):
+class LabelledRoute(Route):
     """A Starlette route that names itself in the scope, as FastAPI's routes do, so the
     access log and metrics label its requests by its template."""
 
@@ -442,7 +442,7 @@ class _LabelledRoute(Route):
 def install_hook_routes(app: FastAPI) -> None:
     """Put the hook routes ahead of every FastAPI route."""
     routes = [
-        _LabelledRoute(r.path, r.endpoint, methods=["POST"], name=r.endpoint.__name__)
+        LabelledRoute(r.path, r.endpoint, methods=["POST"], name=r.endpoint.__name__)
         for r in HOOK_ROUTES
     ]
     app.router.routes[:0] = routes

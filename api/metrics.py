@@ -42,3 +42,9 @@ DATABASE_UNAVAILABLE = Counter(
     "tachograph_database_unavailable_total",
     "Requests answered 503 database_unavailable",
 )
+OTLP_RECORDS = Counter(
+    "tachograph_otlp_records_total",
+    "OTLP log records and metric exports received, by signal and what became of them "
+    "(recorded, repeated, refused, ignored)",
+    ["signal", "outcome"],
+)

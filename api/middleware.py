@@ -31,7 +31,11 @@ RUNTIME_HOOK_PATH = re.compile(
     r"^/hooks/(?:claude|(?:codex|gemini|copilot|qwen|droid|cline|opencode|kilo|\{runtime\})"
     r"(?:/(?:[A-Za-z][A-Za-z0-9_]{0,63}|\{event\}))?)$"
 )
-HOOK_PATHS = re.compile(RUNTIME_HOOK_PATH.pattern + r"|^/hooks/coder$|^/api/sessions/[^/]+/events$")
+# The OTLP/HTTP receiver (api/otlp_routes.py): agents write there with their hook token.
+OTLP_PATH = re.compile(r"^/v1/(?:logs|metrics|traces)$")
+HOOK_PATHS = re.compile(
+    RUNTIME_HOOK_PATH.pattern + r"|^/hooks/coder$|^/api/sessions/[^/]+/events$|" + OTLP_PATH.pattern
+)
 
 
 async def send_error(send: Send, status: int, code: str, message: str, **extra: object) -> None:

@@ -17,6 +17,8 @@ from fastapi import FastAPI
 
 from api.auth import required_capability
 from api.hook_routes import HOOK_ROUTES
+from api.middleware import OTLP_PATH
+from api.otlp_routes import OTLP_ROUTES
 from domain.credentials import NEEDED_ROLE
 
 ERROR_SCHEMA: dict[str, Any] = {
@@ -165,6 +167,9 @@ def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
         }
     for parameter in op.get("parameters", []):
         _not_nullable(parameter)
+    if OTLP_PATH.match(path):
+        _otlp_operation(op)
+        return
     responses: dict[str, Any] = op.setdefault("responses", {})
     if path == "/metrics":
         responses["200"] = {
@@ -204,6 +209,33 @@ def _complete_operation(path: str, method: str, op: dict[str, Any]) -> None:
         responses[code] = _error(code)
 
 
+_OTLP_CONTENT: dict[str, Any] = {
+    "application/json": {"schema": {"type": "object"}},
+    "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}},
+}
+_OTLP_REFUSALS = (
+    ("400", "Not an OTLP export: a google.rpc.Status `{code, message}`."),
+    ("413", "Over 16 MiB, sent or once inflated."),
+    ("415", "Another Content-Type or Content-Encoding: a google.rpc.Status."),
+)
+
+
+def _otlp_operation(op: dict[str, Any]) -> None:
+    """The OTLP receiver's routes (api/otlp_routes.py): OTLP in, OTLP answers out."""
+    op["requestBody"] = {"required": True, "content": _OTLP_CONTENT}
+    responses: dict[str, Any] = {
+        "200": {
+            "description": "The OTLP export response; `partialSuccess` when records were refused.",
+            "content": _OTLP_CONTENT,
+        }
+    }
+    for code, why in _OTLP_REFUSALS:
+        responses[code] = {"description": why, "content": _OTLP_CONTENT}
+    for code in ("401", "403", "503"):
+        responses[code] = _error(code)
+    op["responses"] = responses
+
+
 def _error(code: str) -> dict[str, Any]:
     return {
         "description": _DESCRIPTIONS[code],
@@ -234,7 +266,7 @@ def hook_route_operations() -> dict[str, dict[str, Any]]:
     """The hook routes' OpenAPI path items, which FastAPI does not document (they are
     Starlette routes: api/hook_routes.py); `complete` adds their errors."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in HOOK_ROUTES:
+    for route in (*HOOK_ROUTES, *OTLP_ROUTES):
         name = route.endpoint.__name__
         doc = inspect.cleandoc(route.endpoint.__doc__ or "")
         operation: dict[str, Any] = {

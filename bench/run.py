@@ -440,6 +440,7 @@ def run_bench(
     from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
     from bench.otel_export import bench_otel_export
+    from bench.otlp import bench_otlp
     from bench.policy_backtest import bench_policy
 
     console = Console()
@@ -463,6 +464,7 @@ def run_bench(
         ("rebuild", bench_rebuild, events),
         ("activity_search", bench_activity_search, search_rows),
         ("policy", bench_policy, policy_calls),
+        ("otlp", partial(bench_otlp, wrk=wrk), seconds),
         # Spawned hooks and one server on SQLite, whatever the store: measured once.
         (
             "hook_latency",
@@ -475,7 +477,7 @@ def run_bench(
         names = ", ".join(name for name, _, _ in benchmarks)
         raise SystemExit(f"tachograph bench: no benchmark {', '.join(unknown)} (there are {names})")
     benchmarks = [b for b in benchmarks if not only or b[0] in only]
-    wrk_figures = {"ingest", "facts_vs_metadata", "otel_export"}
+    wrk_figures = {"ingest", "facts_vs_metadata", "otel_export", "otlp"}
     if shutil.which("wrk") is None and any(name in wrk_figures for name, _, _ in benchmarks):
         raise SystemExit("tachograph bench needs wrk (Debian package `wrk`) for the ingest figures")
     results: dict[str, Any] = {"quick": quick, "cpus": os.cpu_count(), "stores": {}}

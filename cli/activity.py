@@ -26,13 +26,15 @@ _COLUMNS = (
 )
 
 
-def _time(value: str | None, flag: str) -> str | None:
+def recorded_time(value: str | None, flag: str) -> str | None:
+    """A time flag's value as the read models store times (None when not given)."""
     return None if value is None else iso(parse_when(value, flag))
 
 
 def cli_activity(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
     try:
-        since, until = _time(args.since, "--since"), _time(args.until, "--until")
+        since = recorded_time(args.since, "--since")
+        until = recorded_time(args.until, "--until")
     except BadValue as exc:
         print(f"tachograph activity: {exc}", file=sys.stderr)
         return 2

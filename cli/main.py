@@ -405,6 +405,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from cli.cli_values import TIME_FORMS
     from cli.log_presence import add_data_dir_option
+    from cli.usage import add_usage_parser
     from projections.activity import OUTCOME_WORDS
 
     parser = argparse.ArgumentParser(prog="tachograph", description=__doc__)
@@ -452,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     activity.add_argument("--format", choices=["table", "ndjson"], default="table")
     add_data_dir_option(activity)
     activity.set_defaults(func=cmd_activity)
+    add_usage_parser(sub, _log_settings)
 
     verify = sub.add_parser("verify", help="verify the log's hash chain against its checkpoints")
     verify.add_argument("--against", metavar="FILE", help="checkpoints exported earlier")

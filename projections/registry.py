@@ -20,6 +20,7 @@ from projections.signals import SignalsProjection
 from projections.tasks import TaskActivityProjection, TasksProjection
 from projections.timeline import TimelineProjection
 from projections.turn_signals import TurnSignalsProjection
+from projections.usage import UsageProjection
 from projections.workspaces import WorkspacesProjection
 
 PROJECTION_TYPES: tuple[type[Projection], ...] = (
@@ -42,6 +43,7 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     SelfUpdateCyclesProjection,
     ApprovalsProjection,
     PoliciesProjection,
+    UsageProjection,
 )
 
 

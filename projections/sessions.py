@@ -10,6 +10,7 @@ from typing import Any
 from projections.base import Envelope, Projection, handles
 from projections.call_endings import held_for_approval
 from projections.store import Cursor, ReadStore
+from projections.usage import sessions_usage
 
 SESSION_COLUMNS = (
     "id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, title TEXT, "
@@ -261,7 +262,11 @@ def list_sessions(
         params.append(workspace)
     sql += " ORDER BY position DESC LIMIT ?"
     params.append(limit)
-    return [session_row(r, grace_s) for r in store.query(sql, params)]
+    rows = [session_row(r, grace_s) for r in store.query(sql, params)]
+    usage = sessions_usage(store, (row["id"] for row in rows))
+    for row in rows:
+        row["usage"] = usage[row["id"]]
+    return rows
 
 
 def session_ids_of_workspace(store: ReadStore, workspace: str) -> list[str]:
@@ -294,5 +299,6 @@ def get_session(store: ReadStore, session_id: str, grace_s: float) -> dict[str, 
     if row is None:
         return None
     result = session_row(row, grace_s)
+    result["usage"] = sessions_usage(store, [session_id])[session_id]
     result["messages"] = json.loads(row["messages"])
     return result

@@ -26,6 +26,7 @@ from projections.session_titles import with_session_titles
 from projections.sessions import session_row
 from projections.store import ReadStore
 from projections.tasks import task_row
+from projections.usage import sessions_usage
 
 # Notifications read per query: a follower far behind catches up in bounded steps, and
 # one step's rows are read in one short trip to the thread pool.
@@ -73,7 +74,11 @@ def _dispatch_session(e: Envelope) -> str:
 
 
 def _session_of(e: Envelope) -> str:
-    return _dispatch_session(e) if e.type == "HookDispatch.Created" else e.key
+    return _dispatch_session(e) if e.type in _OF_A_SESSION else e.key
+
+
+# Events of another aggregate that change a session's row (its data names the session).
+_OF_A_SESSION = frozenset({"HookDispatch.Created", "ModelRequest.Created"})
 
 
 def _denial(e: Envelope) -> str | None:
@@ -89,7 +94,10 @@ def load_session(reads: Reads, e: Envelope) -> dict[str, Any]:
     """The session's list row (never its messages), as GET /api/sessions shows it."""
     session_id = _session_of(e)
     row = reads.store.query_one("SELECT * FROM rm_sessions WHERE id = ?", (session_id,))
-    return _gone(session_id) if row is None else session_row(row, reads.grace_s)
+    if row is None:
+        return _gone(session_id)
+    usage = sessions_usage(reads.store, [session_id])[session_id]
+    return {**session_row(row, reads.grace_s), "usage": usage}
 
 
 def load_task(reads: Reads, e: Envelope) -> dict[str, Any]:
@@ -132,6 +140,8 @@ FEEDS: Mapping[str, tuple[Feed, ...]] = {
     "Session.Deleted": (SESSION_UPDATED,),
     # Hook events change a session's title, summary, status and signal times.
     "HookDispatch.Created": (SESSION_UPDATED, HOOK_DENIED),
+    # A model request its runtime reported changes the session's usage.
+    "ModelRequest.Created": (SESSION_UPDATED,),
     **{
         f"Task.{name}": (TASK_UPDATED,)
         for name in (

@@ -47,6 +47,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "facts_vs_metadata",
         "otel_export",
         "policy",
+        "otlp",
         *once,
     }
     for name, figure in figures.items():
@@ -57,6 +58,10 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert exported["claude_events_per_s_off"] > 0 and exported["claude_events_per_s_on"] > 0
     assert exported["spans"]["exported"] > 0  # the stand-in collector took the decisions
     assert set(exported["gateway_overhead_p99_ms"]) == {"off", "on"}
+    otlp = figures["otlp"]
+    assert otlp["errors"] == 0 and otlp["requests_per_s"] > 0
+    # Every acknowledged export recorded its one model request.
+    assert otlp["model_requests_recorded"] >= otlp["acknowledged"]
 
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0

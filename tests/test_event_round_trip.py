@@ -32,6 +32,7 @@ from domain.hook_audit_retention import RETENTION, HookAuditRetention
 from domain.hook_dispatch_record import HookDispatch, dispatch_id_for
 from domain.ids import stable_id
 from domain.learned_target import LearnedTarget, learned_revision_id
+from domain.model_usage import ReportedRequest, record_request
 from domain.policy.aggregate import Policy, PolicyBacktest
 from domain.schedule import Schedule
 from domain.self_update_cycle import SelfUpdateCycle, self_update_ref
@@ -177,6 +178,24 @@ def hook_dispatch_created() -> Iterator[Aggregate]:
             "outcome": "deny",
         },
     )
+
+
+def model_request_reported() -> Iterator[Aggregate]:
+    reported = ReportedRequest(
+        agent="claude-code",
+        agent_session_id="agent-7",
+        key="report-1",
+        model="claude-opus-5-5",
+        input_tokens=100,
+        output_tokens=10,
+        cache_read_tokens=2_000_000_000,  # past 32 bits
+        cache_creation_tokens=7,
+        cost_usd=0.0006000000000000001,
+        duration_ms=107,
+        prompt_id="c2c2604b-b237-4bae-8f68-b267e974ca19",
+        requested_at=T0,
+    )
+    yield record_request(reported, tid("session"), "default", "agent-token")
 
 
 def learned_target_lifecycle() -> Iterator[Aggregate]:
@@ -476,6 +495,7 @@ SCENARIOS: list[Scenario] = [
     autonomy_gate_lifecycle,
     hook_audit_retention_lifecycle,
     hook_dispatch_created,
+    model_request_reported,
     learned_target_lifecycle,
     policy_lifecycle,
     policy_backtest_run,

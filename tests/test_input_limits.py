@@ -71,9 +71,10 @@ def test_every_body_route_refuses_more_than_its_cap(limits_client: TestClient) -
     routes = body_routes(limits_client)
     assert len(routes) >= 15
     hook_routes = [path for _, path in routes if HOOK_PATHS.match(with_ids(path))]
-    # /api/sessions/{id}/events, /hooks/claude, /hooks/coder, and the other runtimes'
-    # /hooks/{runtime} and /hooks/{runtime}/{event}
-    assert len(hook_routes) == 5, hook_routes
+    # /api/sessions/{id}/events, /hooks/claude, /hooks/coder, the other runtimes'
+    # /hooks/{runtime} and /hooks/{runtime}/{event}, and the OTLP receiver's /v1/logs,
+    # /v1/metrics and /v1/traces
+    assert len(hook_routes) == 8, hook_routes
     before = head(limits_client)
     for method, path in routes:
         cap = HOOK_BODY_MAX_BYTES if path in hook_routes else MIB

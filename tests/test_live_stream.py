@@ -22,6 +22,7 @@ from bootstrap import Services
 from infra.settings import Settings
 from projections.sessions import SessionsProjection
 from projections.tasks import TasksProjection
+from projections.usage import UsageProjection
 from services.live_stream import FEEDS, SESSION_UPDATED, TASK_UPDATED, LiveStream, Reads
 from tests.conftest import STORES, pg_url
 from tests.hook_server import HookServer, answer
@@ -269,7 +270,8 @@ def test_a_bad_or_future_position_is_refused_before_streaming(site: Site) -> Non
 
 def test_every_row_the_sessions_and_tasks_read_models_change_is_streamed() -> None:
     streamed = {topic for topic, feeds in FEEDS.items() if SESSION_UPDATED in feeds}
-    assert streamed == SessionsProjection().topics
+    # A session's row carries its usage, which the usage read model sums.
+    assert streamed == SessionsProjection().topics | UsageProjection().topics
     streamed = {topic for topic, feeds in FEEDS.items() if TASK_UPDATED in feeds}
     assert streamed == TasksProjection().topics
 
@@ -330,3 +332,20 @@ def test_a_stopping_server_ends_open_streams_and_exits_cleanly(
         assert time.monotonic() - stopped < 5
     finally:
         server.kill()
+
+
+def test_a_reported_model_request_streams_its_sessions_usage(site: Site) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "otlp" / "claude-code-2.1.328-logs.json"
+    session_id = site.session()
+    with listening(site) as (_, messages):
+        exported = site.http.post(
+            "/v1/logs",
+            content=fixture.read_bytes(),
+            headers={"content-type": "application/json", "x-tachograph-session-id": session_id},
+        )
+        received = until(messages, site.position(exported))
+    updates = [m.data for m in received if m.event == "session.updated"]
+    assert updates[-1]["id"] == session_id
+    assert (updates[-1]["usage"]["requests"], updates[-1]["usage"]["costUsd"]) == (2, 0.0012)
+    row = site.http.get(f"/api/sessions/{session_id}").json()
+    assert updates[-1] == {k: v for k, v in row.items() if k != "messages"}

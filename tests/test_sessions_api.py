@@ -22,6 +22,7 @@ SESSION_FIELDS = {
     "revision",
     "createdAt",
     "updatedAt",
+    "usage",  # what its runtime reported (tests/test_usage_api.py)
 }
 
 
@@ -39,6 +40,14 @@ def test_create_returns_the_full_row_with_empty_hook_fields(client: TestClient) 
     assert session["revision"] == 0
     assert session["title"] is None and session["titleLocked"] is False
     assert session["summary"] is None and session["agentSessionId"] is None
+    assert session["usage"] == {
+        "requests": 0,
+        "inputTokens": 0,
+        "outputTokens": 0,
+        "cacheReadTokens": 0,
+        "cacheCreationTokens": 0,
+        "costUsd": 0.0,
+    }
 
 
 def test_list_rows_have_no_messages_and_filter_by_archive_and_workspace(client: TestClient) -> None:

@@ -1315,6 +1315,7 @@ function sessionRow() {
     workspace: h("td"),
     summary: h("td", { class: "summary" }),
     last: h("td", { class: "when" }),
+    cost: h("td", { class: "cost nowrap" }),
     events: h("a"),
   };
   const row = h(
@@ -1326,6 +1327,7 @@ function sessionRow() {
     cells.workspace,
     cells.summary,
     cells.last,
+    cells.cost,
     h("td", null, cells.events),
   );
   row.cells_ = cells;
@@ -1342,6 +1344,10 @@ function updateSessionRow(row, s) {
   setText(c.summary, firstLine(s.summary, 160));
   setAttr(c.summary, "title", s.summary || null);
   setText(c.last, s.lastSignalAt ? fmtTime(s.lastSignalAt) : "never");
+  if (s.usage) {
+    setText(c.cost, s.usage.requests ? usd(s.usage.costUsd) : "—");
+    setAttr(c.cost, "title", s.usage.requests ? usageText(s.usage) : "No model requests reported");
+  }
   setText(c.events, "Events");
   setAttr(c.events, "href", `#stream/${s.id}`);
   setAttr(c.events, "aria-label", `Events of session ${s.title || shortId(s.id)}`);
@@ -1375,6 +1381,80 @@ async function loadSessions(minPosition) {
   for (const id of [...sessionRows.keys()]) if (!keep.has(id)) sessionRows.delete(id);
   syncChildren($("#sessions-rows"), rows);
   stampSessions();
+  loadCostChart().catch(() => {
+    $("#cost-chart").hidden = true; // the chart is extra: the list stands without it
+  });
+}
+
+// ---------------------------------------------------------------- usage and cost
+
+/** Dollars as the agents reported them: cents for sums, more digits for small ones. */
+function usd(value) {
+  const amount = Number(value) || 0;
+  if (amount === 0) return "$0";
+  return amount >= 1 ? `$${amount.toFixed(2)}` : `$${amount.toPrecision(2)}`;
+}
+
+function usageText(u) {
+  const cache = u.cacheReadTokens || u.cacheCreationTokens
+    ? `, cache ${u.cacheReadTokens} read / ${u.cacheCreationTokens} written`
+    : "";
+  return `${plural(u.requests, "model request")}: ${u.inputTokens} in, ${u.outputTokens} out${cache}, ${usd(u.costUsd)}`;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+const CHART_COLOURS = ["#2f6fb3", "#c2571a", "#2d8a4e", "#8a3fa0", "#a68a00", "#4a4a4a"];
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs || {})) el.setAttribute(name, String(value));
+  for (const child of children) el.append(child);
+  return el;
+}
+
+/** Cost over time per workspace (GET /api/usage/daily): one line per workspace, plain SVG. */
+async function loadCostChart() {
+  const data = await api("/api/usage/daily");
+  const items = data.items || [];
+  const figure = $("#cost-chart");
+  figure.hidden = items.length === 0;
+  if (!items.length) return;
+  const days = [...new Set(items.map((i) => i.day))].sort();
+  const workspaces = [...new Set(items.map((i) => i.workspace))].sort();
+  const top = Math.max(...items.map((i) => i.costUsd), 0.000001);
+  const width = 640, height = 200, left = 56, bottom = 24, right = 12, topPad = 10;
+  const x = (day) =>
+    days.length === 1 ? (left + width - right) / 2 : left + (days.indexOf(day) * (width - left - right)) / (days.length - 1);
+  const y = (cost) => topPad + (1 - cost / top) * (height - topPad - bottom);
+  const plot = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Cost per day by workspace" });
+  plot.append(
+    svg("line", { x1: left, y1: y(0), x2: width - right, y2: y(0), class: "axis" }),
+    svg("text", { x: left - 6, y: y(top) + 4, "text-anchor": "end", class: "tick" }, usd(top)),
+    svg("text", { x: left - 6, y: y(0) + 4, "text-anchor": "end", class: "tick" }, "$0"),
+    svg("text", { x: x(days[0]), y: height - 6, "text-anchor": "start", class: "tick" }, days[0]),
+  );
+  if (days.length > 1) {
+    plot.append(svg("text", { x: x(days.at(-1)), y: height - 6, "text-anchor": "end", class: "tick" }, days.at(-1)));
+  }
+  const legend = [];
+  workspaces.forEach((workspace, n) => {
+    const colour = CHART_COLOURS[n % CHART_COLOURS.length];
+    const points = items.filter((i) => i.workspace === workspace);
+    const path = points.map((i) => `${x(i.day).toFixed(1)},${y(i.costUsd).toFixed(1)}`).join(" ");
+    const series = svg("g", { "data-workspace": workspace, stroke: colour, fill: colour });
+    if (points.length > 1) series.append(svg("polyline", { points: path, fill: "none", "stroke-width": 2 }));
+    for (const i of points) {
+      series.append(
+        svg("circle", { cx: x(i.day).toFixed(1), cy: y(i.costUsd).toFixed(1), r: 4, "data-day": i.day, "data-cost": i.costUsd },
+          svg("title", null, `${workspace} ${i.day}: ${usageText(i)}`)),
+      );
+    }
+    plot.append(series);
+    const total = points.reduce((sum, i) => sum + i.costUsd, 0);
+    legend.push(h("li", { "data-workspace": workspace }, svg("svg", { class: "swatch", viewBox: "0 0 10 10", "aria-hidden": "true" }, svg("rect", { width: 10, height: 10, rx: 2, fill: colour })), ` ${workspace}: ${usd(total)}`));
+  });
+  $("#cost-chart-plot").replaceChildren(plot);
+  $("#cost-chart-legend").replaceChildren(...legend);
 }
 
 /** One session row from the live stream, updated in place (or added, or dropped from the list). */
@@ -1501,6 +1581,7 @@ function renderSessionHead(session) {
     ["Created", timeEl(session.createdAt)],
     ["First signal", session.firstSignalAt ? timeEl(session.firstSignalAt) : null],
     ["Last signal", session.lastSignalAt ? timeEl(session.lastSignalAt) : null],
+    ["Cost", session.usage && session.usage.requests ? h("span", { "data-field": "cost" }, `${usd(session.usage.costUsd)} (${usageText(session.usage)})`) : null],
     ["Archived", session.archivedAt ? timeEl(session.archivedAt) : undefined],
     ["Event stream", streamLink(session.id)],
   ]);
@@ -1565,6 +1646,23 @@ function callRow(call) {
   );
 }
 
+/** A turn's model requests as the runtime reported them (docs/usage.md). */
+function modelRequests(requests) {
+  if (!requests || !requests.length) return null;
+  return h(
+    "ul",
+    { class: "model-requests" },
+    requests.map((r) =>
+      h("li", { "data-model-request": "" },
+        timeEl(r.at), " ", h("code", null, r.model || "model"),
+        ` ${r.inputTokens} in, ${r.outputTokens} out`,
+        r.cacheReadTokens || r.cacheCreationTokens ? `, cache ${r.cacheReadTokens} read / ${r.cacheCreationTokens} written` : "",
+        r.durationMs != null ? `, ${r.durationMs} ms` : "",
+        ` · ${usd(r.costUsd)}`),
+    ),
+  );
+}
+
 function renderCalls(turns) {
   const items = turns.map((turn, index) => {
     const key = turn.turnId || `@${turn.position}`;
@@ -1582,6 +1680,9 @@ function renderCalls(turns) {
       turn.failure ? h("span", { class: "badge s-failed" }, "failed") : null,
       turn.learned && turn.learned.length
         ? h("span", { class: "badge s-learned" }, `${turn.learned.length} learned`)
+        : null,
+      turn.usage && turn.usage.requests
+        ? h("span", { class: "turn-cost", title: usageText(turn.usage) }, ` · ${plural(turn.usage.requests, "model request")} · ${usd(turn.usage.costUsd)}`)
         : null,
     );
     const calls = h("ol", { class: "calls" }, turn.calls.map(callRow));
@@ -1606,6 +1707,7 @@ function renderCalls(turns) {
       { class: "turn", open, "data-turn": key },
       summary,
       deliveredToTurn(turn.learned),
+      modelRequests(turn.modelRequests),
       calls,
       ...agents,
       ...ending,

@@ -26,7 +26,8 @@ import os
 import socket
 import sys
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,11 +121,16 @@ class MessagesHandler(base.RecordingHandler):
             return
         message_id = f"msg_standin{self.standin.next_id():04d}"
         model = str(body.get("model") or MODEL)
+        usage = None
+        standin = self.standin
+        if isinstance(standin, AnthropicStandIn) and standin.usage_for is not None:
+            usage = standin.usage_for(len(standin.reported))
+            standin.reported.append(usage)
         if not body.get("stream"):
-            self.send_json(200, message(message_id, model, reply))
+            self.send_json(200, message(message_id, model, reply, usage))
             return
         self.start_stream()
-        for event, data in sse_events(message_id, model, reply):
+        for event, data in sse_events(message_id, model, reply, usage):
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
         self.end_stream()
 
@@ -143,6 +149,10 @@ class AnthropicStandIn(base.StandInServer):
     Handler = MessagesHandler
     logged_headers = LOGGED_HEADERS
     secret_headers = ("x-api-key", "authorization")
+    # The `usage` of the n-th model response (from 0), when a test wants its own figures;
+    # each one given is kept in `reported`, in order.
+    usage_for: Callable[[int], dict[str, int]] | None = None
+    reported: list[dict[str, int]] = field(default_factory=list)
 
     def is_model_path(self, path: str) -> bool:
         return path == "/v1/messages"
@@ -166,7 +176,9 @@ def _usage(output_tokens: int) -> dict[str, int]:
     }
 
 
-def message(message_id: str, model: str, reply: Reply) -> dict[str, Any]:
+def message(
+    message_id: str, model: str, reply: Reply, usage: dict[str, int] | None = None
+) -> dict[str, Any]:
     """A whole (non-streamed) Messages API response."""
     tool_id = f"toolu_standin_{uuid.uuid4().hex[:12]}"
     return {
@@ -177,12 +189,15 @@ def message(message_id: str, model: str, reply: Reply) -> dict[str, Any]:
         "content": [_content(reply, tool_id)],
         "stop_reason": "tool_use" if isinstance(reply, ToolUse) else "end_turn",
         "stop_sequence": None,
-        "usage": _usage(10),
+        "usage": usage or _usage(10),
     }
 
 
-def sse_events(message_id: str, model: str, reply: Reply) -> list[tuple[str, dict[str, Any]]]:
-    """The server-sent events of one streamed response carrying one content block."""
+def sse_events(
+    message_id: str, model: str, reply: Reply, usage: dict[str, int] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The server-sent events of one streamed response carrying one content block; `usage`
+    (input and cache counts at message_start, the output count at message_delta)."""
     start: dict[str, Any] = {
         "id": message_id,
         "type": "message",
@@ -191,7 +206,7 @@ def sse_events(message_id: str, model: str, reply: Reply) -> list[tuple[str, dic
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": _usage(1),
+        "usage": {**usage, "output_tokens": 1} if usage else _usage(1),
     }
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": start})
@@ -217,7 +232,7 @@ def sse_events(message_id: str, model: str, reply: Reply) -> list[tuple[str, dic
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": 10},
+                "usage": {"output_tokens": usage["output_tokens"] if usage else 10},
             },
         ),
         ("message_stop", {"type": "message_stop"}),

@@ -19,6 +19,9 @@ AGENT_ROUTES = {
     ("post", "/hooks/{runtime}"),
     ("post", "/hooks/{runtime}/{event}"),
     ("post", "/api/autonomy/signals"),
+    ("post", "/v1/logs"),
+    ("post", "/v1/metrics"),
+    ("post", "/v1/traces"),
 }
 ADMIN_ROUTES = {
     ("post", "/api/workspaces"),

@@ -1,0 +1,171 @@
+"""The OTLP/HTTP receiver: `POST /v1/logs`, `/v1/metrics` and `/v1/traces` (docs/usage.md).
+
+Agent runtimes export their OpenTelemetry here (`OTEL_EXPORTER_OTLP_ENDPOINT` pointing at
+Tachograph, the agent token in `OTEL_EXPORTER_OTLP_HEADERS`); the middleware has
+authenticated the caller and capped the body as on the hook routes. Of the logs, the
+model requests of the runtimes mapped in infra/otlp_usage.py are recorded, each in
+the session its hooks created; everything else is taken and ignored, so an exporter
+never fails on what it was not asked to leave out. Metrics are taken and ignored: they
+repeat the same requests summed (docs/usage.md says which counts); so are traces. Answers follow the
+OTLP/HTTP specification, in the request's encoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+from uuid import UUID
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.auth import bound_session, bound_workspace, principal_of, write_refusal
+from api.deps import Collaborators
+from api.errors import ApiError
+from api.hook_routes import HookRoute, LabelledRoute, hook_header
+from api.metrics import OTLP_RECORDS
+from api.middleware import BODY, HOOK_BODY_MAX_BYTES
+from domain.lifecycle import agent_session_uuid
+from domain.model_usage import ReportedRequest
+from domain.session import SessionTarget
+from domain.workspace import DEFAULT_WORKSPACE
+from infra.otlp_usage import log_record_count, model_requests
+from infra.otlp_wire import (
+    INVALID_ARGUMENT,
+    JSON,
+    Encoding,
+    OtlpBodyError,
+    Signal,
+    decode,
+    encoding_of,
+    inflate,
+    status,
+    success,
+)
+from ingest.usage import Placed
+from services.credentials import Principal
+
+
+async def otlp_logs(request: Request) -> Response:
+    """An OTLP logs export: the model requests it reports are recorded."""
+    return await _export(request, "logs")
+
+
+async def otlp_metrics(request: Request) -> Response:
+    """An OTLP metrics export: read, answered, and not counted (see the module note)."""
+    return await _export(request, "metrics")
+
+
+async def otlp_traces(request: Request) -> Response:
+    """An OTLP traces export (Gemini CLI sends one beside its logs): read, answered, and
+    not kept, so the exporter has nothing to fail on."""
+    return await _export(request, "traces")
+
+
+async def _export(request: Request, signal: Signal) -> Response:
+    encoding: Encoding = JSON
+    try:
+        encoding = encoding_of(request.headers.get("content-type"))
+        body: bytes | None = request.scope.get(BODY)
+        raw = body if body is not None else await request.body()
+        payload = decode(
+            signal,
+            inflate(raw, request.headers.get("content-encoding"), HOOK_BODY_MAX_BYTES),
+            encoding,
+        )
+    except OtlpBodyError as exc:
+        OTLP_RECORDS.labels(signal=signal, outcome="refused").inc()
+        return Response(
+            status(encoding, INVALID_ARGUMENT, exc.message), exc.status, media_type=encoding
+        )
+    if signal != "logs":
+        OTLP_RECORDS.labels(signal=signal, outcome="ignored").inc()
+        return Response(success(signal, encoding), media_type=encoding)
+    c: Collaborators = request.app.state.collaborators
+    principal = principal_of(request.scope)
+    mapped = model_requests(payload)
+    placed, refused, problem = await _place(request, c, principal, mapped.requests)
+    recorded = await c.usage.record(placed, principal.actor)
+    rejected = mapped.rejected + refused
+    OTLP_RECORDS.labels(signal=signal, outcome="recorded").inc(recorded.recorded)
+    OTLP_RECORDS.labels(signal=signal, outcome="repeated").inc(recorded.repeated)
+    OTLP_RECORDS.labels(signal=signal, outcome="refused").inc(rejected)
+    ignored = log_record_count(payload) - len(mapped.requests) - mapped.rejected
+    OTLP_RECORDS.labels(signal=signal, outcome="ignored").inc(max(ignored, 0))
+    answer = success(signal, encoding, rejected, problem or mapped.problem)
+    # As on the hook routes: a reader can wait for what this export recorded.
+    headers = {} if recorded.position is None else {"x-tachograph-position": str(recorded.position)}
+    return Response(answer, media_type=encoding, headers=headers)
+
+
+async def _place(
+    request: Request,
+    c: Collaborators,
+    principal: Principal,
+    requests: Sequence[ReportedRequest],
+) -> tuple[list[Placed], int, str | None]:
+    """Where each request is recorded, as the hooks place its session: the token's
+    session (or x-tachograph-session-id), else the runtime's own session id; refused
+    (counted, with why) where the token may not write."""
+    headers = request.headers
+    explicit = bound_session(principal, hook_header(headers.get("x-tachograph-session-id")))
+    named = bound_workspace(
+        principal, hook_header(headers.get("x-tachograph-workspace")), "/v1/logs"
+    )
+    session_of_token: UUID | None = None
+    if explicit is not None:
+        try:
+            session_of_token = UUID(explicit)
+        except ValueError:
+            raise ApiError(
+                422, "validation_error", "x-tachograph-session-id must be a UUID."
+            ) from None
+    placed: list[Placed] = []
+    refused = 0
+    problem: str | None = None
+    targets: dict[UUID, tuple[SessionTarget, str | None]] = {}
+    for reported in requests:
+        session_id = session_of_token or agent_session_uuid(
+            f"{reported.agent}:{reported.agent_session_id}"
+        )
+        if session_id not in targets:
+            targets[session_id] = await _target(c, principal, session_id)
+        target, refusal = targets[session_id]
+        if refusal is not None:
+            refused += 1
+            problem = problem or f"This agent token cannot write to {refusal}."
+            continue
+        workspace = target.workspace or named or DEFAULT_WORKSPACE
+        placed.append(Placed(reported, session_id, workspace))
+    return placed, refused, problem
+
+
+async def _target(
+    c: Collaborators, principal: Principal, session_id: UUID
+) -> tuple[SessionTarget, str | None]:
+    """What the id names (from memory when known, else the log, in a thread), and why
+    this caller may not write there (None: it may)."""
+    target = c.sessions.known_session_target(session_id)
+    if target is None:
+        target = await run_in_threadpool(c.sessions.session_target, session_id)
+    if target.kind is not None:
+        return target, f"{session_id}, which is a {target.kind}, not a session"
+    return target, write_refusal(principal, session_id, lambda _: target)
+
+
+OTLP_ROUTES: Final = (
+    HookRoute("/v1/logs", otlp_logs, "usage"),
+    HookRoute("/v1/metrics", otlp_metrics, "usage"),
+    HookRoute("/v1/traces", otlp_traces, "usage"),
+)
+
+
+def install_otlp_routes(app: FastAPI) -> None:
+    """The receiver's routes, ahead of the FastAPI routes (none of its machinery needed)."""
+    routes = [
+        LabelledRoute(r.path, r.endpoint, methods=["POST"], name=r.endpoint.__name__)
+        for r in OTLP_ROUTES
+    ]
+    app.router.routes[:0] = routes

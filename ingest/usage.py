@@ -1,0 +1,83 @@
+"""Recording reported model requests through the hooks' group commit.
+
+A request is its own aggregate with an id derived from the report (domain/model_usage.py):
+an exporter's retry of the same batch hits the log's version check and is taken as
+already recorded, never counted twice. Each request is its own append in the shared
+commit, so one duplicate does not fail the others of its batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from domain.model_usage import ReportedRequest, record_request
+from ingest.group_commit import GroupCommitter
+from ingest.loop import running_loop
+from ingest.ports import Done
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A reported request and where it is recorded."""
+
+    reported: ReportedRequest
+    session_id: UUID
+    workspace: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecorded:
+    recorded: int  # appended now
+    repeated: int  # already in the log (a retried export)
+    position: int | None  # the last log position appended, None when nothing was
+
+
+class UsageRecorder:
+    """Appends reported requests; answers once they are durable."""
+
+    def __init__(self, committer: GroupCommitter) -> None:
+        self.committer = committer
+
+    async def record(self, placed: Sequence[Placed], actor: str) -> UsageRecorded:
+        loop = running_loop()
+        if loop is None:
+            raise RuntimeError("UsageRecorder.record runs on an event loop")
+        waits: list[asyncio.Future[int]] = []
+        for item in placed:
+            aggregate = record_request(item.reported, item.session_id, item.workspace, actor)
+            appended: asyncio.Future[int] = loop.create_future()
+            self.committer.enqueue(
+                aggregate.id,
+                list(aggregate.collect_events()),
+                _settle(appended),
+                loop.call_soon_threadsafe,
+            )
+            waits.append(appended)
+        outcomes = await asyncio.gather(*waits, return_exceptions=True)
+        repeated = 0
+        position: int | None = None
+        for outcome in outcomes:
+            if isinstance(outcome, IntegrityError):
+                repeated += 1
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                position = max(position or 0, outcome)
+        return UsageRecorded(len(outcomes) - repeated, repeated, position)
+
+
+def _settle(future: asyncio.Future[int]) -> Done:
+    def done(outcome: int | BaseException) -> None:
+        if future.done():
+            return  # the request went away
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    return done
