@@ -2,7 +2,8 @@
 
 A stand-in collector on loopback receives one `apply_guardrail` span per decision, with
 the attributes docs/telemetry.md lists, for a deny, an operator's approval and a pass;
-the runtime's `traceparent` makes the span its child. With the collector down, or the
+the runtime's `traceparent` makes the span its child. The same spans arrive in OTLP JSON,
+gzipped, with the configured headers and resource. With the collector down, or the
 queue full, hooks answer as before and the drops are counted on /metrics.
 """
 
@@ -31,6 +32,8 @@ ADMIN_KEY = "otel-export-admin-key"
 RULES = {"version": 1, "rules": [{"id": "risky-git", "tool": "Bash", "match": "git push"}]}
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN = "00f067aa0ba902b7"
+# Not ASCII: the encoder counts the reason's length in UTF-8 bytes.
+DENY_REASON = "writes to /etc are refused — ask ops"
 
 
 @pytest.fixture
@@ -43,7 +46,7 @@ def collector() -> Iterator[Collector]:
 @pytest.fixture
 def handler() -> Iterator[HookServer]:
     server = HookServer()
-    server.routes["/deny"] = answer("deny", reason="writes to /etc are refused")
+    server.routes["/deny"] = answer("deny", reason=DENY_REASON)
     yield server
     server.close()
 
@@ -149,7 +152,7 @@ def test_deny_approval_and_pass_arrive_as_guardrail_spans(
     assert deny.attributes["gen_ai.security.decision.type"] == "deny"
     assert deny.attributes["tachograph.decision.outcome"] == "deny"
     assert deny.attributes["gen_ai.security.policy.id"] == "no-etc"
-    assert deny.attributes["gen_ai.security.decision.reason"] == "writes to /etc are refused"
+    assert deny.attributes["gen_ai.security.decision.reason"] == DENY_REASON
     assert deny.attributes["gen_ai.tool.name"] == "Write"
 
     assert allow.attributes["gen_ai.security.decision.type"] == "allow"
@@ -165,6 +168,43 @@ def test_deny_approval_and_pass_arrive_as_guardrail_spans(
     assert approved.attributes["tachograph.approval.operator"] == "key:admin"
     # An allowed call carries no reason (the conventions ask for one on other decisions).
     assert "gen_ai.security.decision.reason" not in approved.attributes
+
+
+def test_json_gzip_headers_and_resource_as_the_otlp_variables_ask(
+    settings: Settings, tmp_path: Path, collector: Collector, handler: HookServer
+) -> None:
+    env = serve_env(
+        handler,
+        OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json",
+        OTEL_EXPORTER_OTLP_COMPRESSION="gzip",
+        OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20collector-secret,x-team=agents",
+        OTEL_RESOURCE_ATTRIBUTES="deployment.environment=ci,service.name=ignored",
+        OTEL_SERVICE_NAME="governance",
+    )
+    with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+        agent = agent_headers(client)
+        write = pre_tool_use(str(uuid.uuid4()), "Write", {"file_path": "/etc/hosts"})
+        traced = {**agent, "traceparent": f"00-{TRACE_ID}-{PARENT_SPAN}-00"}
+        denied = client.post("/hooks/claude", json=write, headers=traced)
+        assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+        [span] = collector.spans(of_call(write))
+
+    [request] = collector.headers
+    assert request["content-type"] == "application/json"
+    assert request["content-encoding"] == "gzip"
+    assert request["authorization"] == "Bearer collector-secret"
+    assert request["x-team"] == "agents"
+    assert span.resource == {"service.name": "governance", "deployment.environment": "ci"}
+    assert span.name == "apply_guardrail Tachograph" and span.kind == 1
+    # Exported whatever the sampling flag of the runtime's context said.
+    assert span.trace_id == TRACE_ID and span.parent_span_id == PARENT_SPAN
+    assert len(span.span_id) == 16 and span.span_id != "0" * 16
+    attributes = span.attributes
+    assert attributes["tachograph.log.position"] == int(denied.headers["x-tachograph-position"])
+    assert attributes["tachograph.log.recorded"] is True
+    assert attributes["gen_ai.security.decision.type"] == "deny"
+    assert attributes["gen_ai.security.policy.id"] == "no-etc"
 
 
 def test_a_collector_that_is_down_costs_hooks_nothing_and_drops_are_counted(
