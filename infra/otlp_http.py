@@ -31,7 +31,7 @@ class OtlpHttpSender:
         headers = {**dict(settings.headers), "content-type": content_type}
         if self._gzip:
             headers["content-encoding"] = "gzip"
-        self._client = httpx.Client(headers=headers, verify=_tls(settings), trust_env=False)
+        self._client = httpx.Client(headers=headers, verify=_tls(settings))
 
     def send(self, body: bytes) -> bool:
         """Whether the collector took the batch within the timeout."""
