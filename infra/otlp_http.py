@@ -44,7 +44,7 @@ class OtlpHttpSender:
             try:
                 answer = self._client.post(self._endpoint, content=body, timeout=remaining)
             except httpx.TransportError as exc:
-                failure = f"{type(exc).__name__}"
+                failure = f"{type(exc).__name__}: {exc}"
             else:
                 if answer.is_success:
                     return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -97,7 +98,7 @@ def _protobuf_spans(request: ExportTraceServiceRequest) -> list[ReceivedSpan]:
 class Collector:
     """Keeps every span posted to /v1/traces; `spans()` waits for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.received: list[ReceivedSpan] = []
         self.requests = 0
         # The headers of each request (content type, encoding, the exporter's own).
@@ -137,7 +138,10 @@ class Collector:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        if tls is not None:  # an https:// collector
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 

@@ -3,7 +3,8 @@
 A stand-in collector on loopback receives one `apply_guardrail` span per decision, with
 the attributes docs/telemetry.md lists, for a deny, an operator's approval and a pass;
 the runtime's `traceparent` makes the span its child. The same spans arrive in OTLP JSON,
-gzipped, with the configured headers and resource. With the collector down, or the
+gzipped, with the configured headers and resource, and over mutual TLS to an https://
+collector with the CA and client certificate named. With the collector down, or the
 queue full, hooks answer as before and the drops are counted on /metrics.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -25,6 +27,7 @@ from infra.settings import Settings
 from tests.hook_server import HookServer, answer
 from tests.otel_collector import Collector
 from tests.support import admin_client, free_port
+from tests.tls_certificates import self_signed
 
 pytestmark = pytest.mark.slow
 
@@ -205,6 +208,35 @@ def test_json_gzip_headers_and_resource_as_the_otlp_variables_ask(
     assert attributes["tachograph.log.recorded"] is True
     assert attributes["gen_ai.security.decision.type"] == "deny"
     assert attributes["gen_ai.security.policy.id"] == "no-etc"
+
+
+def test_an_https_collector_is_trusted_by_the_named_ca_and_sees_the_client_certificate(
+    settings: Settings, tmp_path: Path, handler: HookServer
+) -> None:
+    server_cert, server_key = self_signed(tmp_path, "collector")
+    client_cert, client_key = self_signed(tmp_path, "tachograph")
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(server_cert, server_key)
+    tls.load_verify_locations(client_cert)
+    tls.verify_mode = ssl.CERT_REQUIRED  # mutual TLS: no span without the client's certificate
+    collector = Collector(tls)
+    env = serve_env(
+        handler,
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{collector.url}/v1/traces",
+        OTEL_EXPORTER_OTLP_CERTIFICATE=str(server_cert),
+        OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=str(client_cert),
+        OTEL_EXPORTER_OTLP_CLIENT_KEY=str(client_key),
+    )
+    try:
+        with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+            agent = agent_headers(client)
+            read = pre_tool_use(str(uuid.uuid4()), "Read", {"file_path": "README.md"})
+            assert client.post("/hooks/claude", json=read, headers=agent).json() == {}
+            [span] = collector.spans(of_call(read))
+    finally:
+        collector.close()
+    assert collector.url.startswith("https://")
+    assert span.attributes["gen_ai.security.decision.type"] == "allow"
 
 
 def test_a_collector_that_is_down_costs_hooks_nothing_and_drops_are_counted(
