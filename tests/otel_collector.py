@@ -103,6 +103,8 @@ class Collector:
         self.requests = 0
         # The headers of each request (content type, encoding, the exporter's own).
         self.headers: list[dict[str, str]] = []
+        # Statuses to answer the next requests with, before taking any (a busy collector).
+        self.refusals: list[int] = []
         self._lock = threading.Lock()
         collector = self
 
@@ -113,6 +115,11 @@ class Collector:
                     raw = gzip.decompress(raw)
                 if self.path != "/v1/traces":
                     self._answer(404, b"")
+                    return
+                with collector._lock:
+                    refusal = collector.refusals.pop(0) if collector.refusals else None
+                if refusal is not None:
+                    self._answer(refusal, b"")
                     return
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 if headers.get("content-type") == "application/json":

@@ -258,6 +258,26 @@ def test_a_collector_that_is_down_costs_hooks_nothing_and_drops_are_counted(
         assert _dropped(client, "queue_full") == 0
 
 
+def test_a_busy_collector_is_retried_and_a_refusing_one_drops_the_batch(
+    settings: Settings, tmp_path: Path, collector: Collector, handler: HookServer
+) -> None:
+    collector.refusals = [503, 400]  # busy (retried), then refusing the retry (dropped)
+    env = serve_env(handler, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url)
+    with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+        agent = agent_headers(client)
+        native = str(uuid.uuid4())
+        first = pre_tool_use(native, "Read", {"file_path": "a.py"})
+        assert client.post("/hooks/claude", json=first, headers=agent).json() == {}
+        assert _dropped(client, "export_failed", at_least=1) == 1
+        collector.refusals = [503]  # busy once: the retry a second later is taken
+        second = pre_tool_use(native, "Read", {"file_path": "b.py"})
+        assert client.post("/hooks/claude", json=second, headers=agent).json() == {}
+        [span] = collector.spans(of_call(second))
+        assert _dropped(client, "export_failed") == 1
+    assert collector.spans(of_call(first), timeout=0) == []
+    assert span.attributes["tachograph.hook.event"] == "PreToolUse"
+
+
 def test_a_full_queue_drops_new_decisions_and_counts_them(
     settings: Settings, tmp_path: Path, collector: Collector, handler: HookServer
 ) -> None:
