@@ -22,7 +22,7 @@ from domain.lifecycle import LifecycleEvent
 from domain.session import Session, SessionTarget
 from infra.approval_notify import ApprovalNotifier, notify_handler
 from infra.approval_wakeups import PgApprovalWakeups
-from infra.decision_export import DecisionExport, otlp_exporter
+from infra.decision_export import DecisionExport, otlp_sender
 from infra.event_store import open_application, schema_lock
 from infra.hook_transport import HttpxHookTransport
 from infra.hook_wire import ask
@@ -259,7 +259,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
     decision_export = (
         DecisionExport(
             settings.decision_export,
-            otlp_exporter(settings.decision_export),
+            otlp_sender(settings.decision_export),
             partial(links_at, store),
         )
         if settings.decision_export is not None and not reading

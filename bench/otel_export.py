@@ -1,13 +1,17 @@
 """The cost of exporting hook decisions as OpenTelemetry spans: the same server measured
 with export off and on (against a stand-in collector on loopback), in turns, for the
-ingest rate of Claude Code's hook route and the hook gateway's overhead."""
+ingest rate of Claude Code's hook route and the hook gateway's overhead; and the export
+thread's CPU per decision (building and encoding its span), in each OTLP encoding."""
 
 from __future__ import annotations
 
 import re
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,11 @@ import httpx
 from bench.gateway import gateway_turn, overhead, percentiles, policy_handler
 from bench.load import claude_hooks
 from bench.servers import Store, free_port, serve
+from domain.hook_dispatch import PASS, Decision, HandlerRun
+from domain.lifecycle import LifecycleEvent
+from infra.decision_export import Decided, decision_span
+from infra.decision_spans import SPAN_NAME
+from infra.otlp_spans import json_encoder, protobuf_encoder
 
 _EXPORTED = re.compile(r"^tachograph_otel_decisions_exported_total (\S+)$", re.M)
 _DROPPED = re.compile(r'^tachograph_otel_decisions_dropped_total\{reason="(\w+)"\} (\S+)$', re.M)
@@ -86,7 +95,50 @@ def bench_otel_export(store: Store, seconds: int, work: Path, rounds: int = 2) -
         "gateway_overhead_p50_ms": {m: min(g["p50"] for g in gateway[m]) for m in gateway},
         "gateway_overhead_p99_ms": {m: min(g["p99"] for g in gateway[m]) for m in gateway},
         "spans": counted,
+        "export_cpu_us_per_decision": export_cpu_per_decision(),
     }
+
+
+def typical_decisions(count: int) -> list[tuple[Decided, str | None]]:
+    """Claude Code PreToolUse decisions as the export thread sees them: a third denied by a
+    handler with a reason, the rest passed; half in a runtime's trace; all chained."""
+    refused = "writes outside the repository are refused"
+    deny = Decision("deny", reason=refused, runs=(HandlerRun("no-etc", "deny", None, refused, 3),))
+    items: list[tuple[Decided, str | None]] = []
+    for n in range(count):
+        trace = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01" if n % 2 else None
+        ev = LifecycleEvent(
+            event="PreToolUse",
+            turn_id=str(uuid.uuid4()),
+            agent="claude-code",
+            agent_session_id=str(uuid.uuid4()),
+            tool_name="Bash",
+            tool_call_id=f"toolu_{uuid.uuid4().hex[:24]}",
+            trace_parent=trace,
+        )
+        decision = deny if n % 3 == 0 else PASS
+        received = datetime.now(UTC)
+        item = (uuid.uuid4(), ev, uuid.uuid4(), decision, 1000 + n, received, time.time_ns())
+        items.append((item, uuid.uuid4().hex * 2))
+    return items
+
+
+def export_cpu_per_decision(count: int = 1000, batch: int = 512) -> dict[str, float]:
+    """µs of CPU (one thread, best of 5) to turn `count` decisions into OTLP request bodies
+    of `batch` spans, per decision, in each encoding."""
+    items = typical_decisions(count)
+    resource = {"service.name": "tachograph"}
+    figures = {}
+    for protocol, make in (("http/protobuf", protobuf_encoder), ("http/json", json_encoder)):
+        encode = make(resource, SPAN_NAME)
+        best = float("inf")
+        for _ in range(5):
+            started = time.process_time()
+            for first in range(0, count, batch):
+                encode([decision_span(item, link) for item, link in items[first : first + batch]])
+            best = min(best, time.process_time() - started)
+        figures[protocol] = round(best / count * 1e6, 1)
+    return figures
 
 
 def _export_counts(metrics: str) -> dict[str, float]:

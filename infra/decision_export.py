@@ -4,36 +4,40 @@ The hook path only appends a small tuple to a bounded queue (`DecisionExport.off
 a length check and a deque append); everything else happens on one export thread:
 it wakes every schedule delay, waits briefly for the log's chain to reach each
 decision's position (the link is computed by the chain projection after the commit),
-builds the spans with the OpenTelemetry SDK and sends them with its OTLP/HTTP exporter
-in batches. A full queue drops the new decision, and a batch the collector did not take
-(down, refusing, timing out) is dropped; both are counted on /metrics, so exporting
-never slows, blocks or fails a hook.
+encodes the spans straight to an OTLP request (infra/otlp_spans.py) and posts them in
+batches (infra/otlp_http.py). A full queue drops the new decision, and a batch the
+collector did not take (down, refusing, timing out) is dropped; both are counted on
+/metrics, so exporting never slows, blocks or fails a hook.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 from uuid import UUID
 
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.trace import SpanKind
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client import Counter
 
 from domain.hook_dispatch import Decision
 from domain.lifecycle import LifecycleEvent
 from infra.decision_spans import SPAN_NAME, decision_attributes, span_times
-from infra.otel_settings import DecisionExportSettings
+from infra.otel_settings import HTTP_JSON, DecisionExportSettings
+from infra.otlp_http import OtlpHttpSender
+from infra.otlp_spans import (
+    JSON_CONTENT_TYPE,
+    PROTOBUF_CONTENT_TYPE,
+    DecisionSpan,
+    Encoder,
+    json_encoder,
+    parent_of,
+    protobuf_encoder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +68,31 @@ class _Clock(Protocol):
     def __call__(self) -> float: ...
 
 
+class SpanSender(Protocol):
+    """Posts one encoded batch; whether the collector took it (never raises for that)."""
+
+    def send(self, body: bytes) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class DecisionExport:
     """A bounded queue of decided hooks and the thread that exports them as spans."""
 
     def __init__(
         self,
         settings: DecisionExportSettings,
-        exporter: SpanExporter,
+        sender: SpanSender,
         links_at: LinksAt | None = None,
         *,
         link_wait_s: float = LINK_WAIT_S,
         monotonic: _Clock = time.monotonic,
     ) -> None:
         self.settings = settings
-        self._exporter = exporter
+        self._sender = sender
+        resource = dict(settings.resource)
+        choose = json_encoder if settings.protocol == HTTP_JSON else protobuf_encoder
+        self._encode: Encoder = choose(resource, SPAN_NAME)
         self._links_at = links_at
         self._link_wait_ns = int(link_wait_s * 1e9)
         self._monotonic = monotonic
@@ -90,8 +105,6 @@ class DecisionExport:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._tracer = _tracer()
-        self._propagator = TraceContextTextMapPropagator()
 
     # --- the hook path ----------------------------------------------------------------
 
@@ -130,7 +143,7 @@ class DecisionExport:
             thread.join(timeout=CLOSE_TIMEOUT_S)
         else:
             self.flush(final=True)
-        self._exporter.shutdown()
+        self._sender.close()
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.schedule_delay_s):
@@ -180,48 +193,44 @@ class DecisionExport:
             return {}
 
     def _export(self, items: list[tuple[Decided, str | None]]) -> int:
-        spans = [self._span(item, link) for item, link in items]
         try:
-            result = self._exporter.export(spans)
-        except Exception:  # noqa: BLE001 - any failure of the exporter drops the batch
-            log.warning("OTLP export of %d decisions failed", len(spans), exc_info=True)
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            DECISIONS_EXPORTED.inc(len(spans))
-            return len(spans)
-        self._export_failed.inc(len(spans))
+            body = self._encode([decision_span(item, link) for item, link in items])
+            sent = self._sender.send(body)
+        except Exception:  # noqa: BLE001 - any failure of the export drops the batch
+            log.warning("OTLP export of %d decisions failed", len(items), exc_info=True)
+            sent = False
+        if sent:
+            DECISIONS_EXPORTED.inc(len(items))
+            return len(items)
+        self._export_failed.inc(len(items))
         return 0
 
-    def _span(self, item: Decided, link: str | None) -> ReadableSpan:
-        session_id, ev, dispatch_id, decision, position, received, ended_ns = item
-        parent = (
-            self._propagator.extract({"traceparent": ev.trace_parent}) if ev.trace_parent else None
-        )
-        start, end = span_times(received, ended_ns)
-        span = self._tracer.start_span(
-            SPAN_NAME,
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=decision_attributes(session_id, ev, dispatch_id, decision, position, link),
-            start_time=start,
-        )
-        span.end(end_time=end)
-        assert isinstance(span, ReadableSpan)
-        return span
+
+def decision_span(item: Decided, link: str | None) -> DecisionSpan:
+    """One decision as a span: a child of the runtime's trace context when it sent a valid
+    one, else the root of a new trace. Every decision is exported, whatever sampling flag
+    the runtime's context carries."""
+    session_id, ev, dispatch_id, decision, position, received, ended_ns = item
+    parent = parent_of(ev.trace_parent)
+    if parent is None:
+        trace_id, parent_id = _random_id(16), b""
+    else:
+        trace_id, parent_id = parent
+    start, end = span_times(received, ended_ns)
+    attributes = decision_attributes(session_id, ev, dispatch_id, decision, position, link)
+    return trace_id, _random_id(8), parent_id, start, end, attributes
 
 
-def _tracer() -> Any:
-    """A tracer whose spans are only ever handed to our exporter (no span processor):
-    every decision is recorded, whatever the runtime's sampling flag said."""
-    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "tachograph"}
-    provider = TracerProvider(resource=Resource.create(attributes), sampler=ALWAYS_ON)
-    return provider.get_tracer("tachograph.decisions")
+def _random_id(size: int) -> bytes:
+    """A non-zero random trace or span id (as the OpenTelemetry SDK makes them)."""
+    while True:
+        value = random.getrandbits(size * 8)
+        if value:
+            return value.to_bytes(size, "big")
 
 
-def otlp_exporter(settings: DecisionExportSettings) -> SpanExporter:
-    """The OpenTelemetry OTLP/HTTP (protobuf) span exporter for the configured endpoint;
-    headers, timeout, compression and TLS files come from the standard OTEL_EXPORTER_OTLP_*
-    variables, as the exporter reads them."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter(endpoint=settings.endpoint)
+def otlp_sender(settings: DecisionExportSettings) -> OtlpHttpSender:
+    """The OTLP/HTTP sender for the configured endpoint, protocol, headers, timeout,
+    compression and TLS files."""
+    content_type = JSON_CONTENT_TYPE if settings.protocol == HTTP_JSON else PROTOBUF_CONTENT_TYPE
+    return OtlpHttpSender(settings, content_type)

@@ -15,9 +15,9 @@ from importlib import metadata
 from typing import Any, Final
 from uuid import UUID
 
-from domain.dispatch_text import recorded_decision
 from domain.hook_dispatch import POLICY_HANDLER, Decision
 from domain.lifecycle import LifecycleEvent
+from domain.redaction import redact_optional
 
 GUARDIAN_NAME: Final = "Tachograph"
 SPAN_NAME: Final = f"apply_guardrail {GUARDIAN_NAME}"
@@ -67,7 +67,7 @@ def decision_attributes(
     link: str | None,
 ) -> dict[str, Any]:
     """The span's attributes; absent facts are left out, never sent empty."""
-    reason = recorded_decision(decision)["reason"]
+    reason = redact_optional(decision.reason)  # as the log records it
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "apply_guardrail",
         "gen_ai.guardian.name": GUARDIAN_NAME,

@@ -58,6 +58,8 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert exported["claude_events_per_s_off"] > 0 and exported["claude_events_per_s_on"] > 0
     assert exported["spans"]["exported"] > 0  # the stand-in collector took the decisions
     assert set(exported["gateway_overhead_p99_ms"]) == {"off", "on"}
+    cpu = exported["export_cpu_us_per_decision"]  # the export thread's work per decision
+    assert set(cpu) == {"http/protobuf", "http/json"} and min(cpu.values()) > 0
     otlp = figures["otlp"]
     assert otlp["errors"] == 0 and otlp["requests_per_s"] > 0
     # Every acknowledged export recorded its one model request.

@@ -237,7 +237,12 @@ COLLECTOR = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", {}),
         ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://collector/v1/traces", {}),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", COLLECTOR),
-        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json", COLLECTOR),
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc", COLLECTOR),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", COLLECTOR),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0", COLLECTOR),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization", COLLECTOR),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem", COLLECTOR),
+        ("OTEL_RESOURCE_ATTRIBUTES", "=x", COLLECTOR),
         ("OTEL_BSP_MAX_QUEUE_SIZE", "0", COLLECTOR),
         ("OTEL_BSP_SCHEDULE_DELAY", "soon", COLLECTOR),
         ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "-1", COLLECTOR),
@@ -256,3 +261,11 @@ def test_decision_export_is_off_without_an_endpoint_and_when_the_sdk_is_disabled
     assert Settings.from_env({**COLLECTOR, "OTEL_SDK_DISABLED": "true"}).decision_export is None
     export = Settings.from_env(COLLECTOR).decision_export
     assert export is not None and export.endpoint == "http://127.0.0.1:4318/v1/traces"
+    assert export.protocol == "http/protobuf" and export.compression == "none"
+
+
+def test_a_refused_otlp_header_is_not_repeated() -> None:
+    """Headers often carry the collector's credential: the refusal names the variable only."""
+    message = refusal({**COLLECTOR, "OTEL_EXPORTER_OTLP_HEADERS": "ok=1,sk-live-secret"})
+    assert message.startswith("OTEL_EXPORTER_OTLP_HEADERS: ")
+    assert "sk-live-secret" not in message

@@ -2,7 +2,9 @@
 
 A stand-in collector on loopback receives one `apply_guardrail` span per decision, with
 the attributes docs/telemetry.md lists, for a deny, an operator's approval and a pass;
-the runtime's `traceparent` makes the span its child. With the collector down, or the
+the runtime's `traceparent` makes the span its child. The same spans arrive in OTLP JSON,
+gzipped, with the configured headers and resource, and over mutual TLS to an https://
+collector with the CA and client certificate named. With the collector down, or the
 queue full, hooks answer as before and the drops are counted on /metrics.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -24,6 +27,7 @@ from infra.settings import Settings
 from tests.hook_server import HookServer, answer
 from tests.otel_collector import Collector
 from tests.support import admin_client, free_port
+from tests.tls_certificates import self_signed
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +35,8 @@ ADMIN_KEY = "otel-export-admin-key"
 RULES = {"version": 1, "rules": [{"id": "risky-git", "tool": "Bash", "match": "git push"}]}
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN = "00f067aa0ba902b7"
+# Not ASCII: the encoder counts the reason's length in UTF-8 bytes.
+DENY_REASON = "writes to /etc are refused — ask ops"
 
 
 @pytest.fixture
@@ -43,7 +49,7 @@ def collector() -> Iterator[Collector]:
 @pytest.fixture
 def handler() -> Iterator[HookServer]:
     server = HookServer()
-    server.routes["/deny"] = answer("deny", reason="writes to /etc are refused")
+    server.routes["/deny"] = answer("deny", reason=DENY_REASON)
     yield server
     server.close()
 
@@ -149,7 +155,7 @@ def test_deny_approval_and_pass_arrive_as_guardrail_spans(
     assert deny.attributes["gen_ai.security.decision.type"] == "deny"
     assert deny.attributes["tachograph.decision.outcome"] == "deny"
     assert deny.attributes["gen_ai.security.policy.id"] == "no-etc"
-    assert deny.attributes["gen_ai.security.decision.reason"] == "writes to /etc are refused"
+    assert deny.attributes["gen_ai.security.decision.reason"] == DENY_REASON
     assert deny.attributes["gen_ai.tool.name"] == "Write"
 
     assert allow.attributes["gen_ai.security.decision.type"] == "allow"
@@ -165,6 +171,72 @@ def test_deny_approval_and_pass_arrive_as_guardrail_spans(
     assert approved.attributes["tachograph.approval.operator"] == "key:admin"
     # An allowed call carries no reason (the conventions ask for one on other decisions).
     assert "gen_ai.security.decision.reason" not in approved.attributes
+
+
+def test_json_gzip_headers_and_resource_as_the_otlp_variables_ask(
+    settings: Settings, tmp_path: Path, collector: Collector, handler: HookServer
+) -> None:
+    env = serve_env(
+        handler,
+        OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json",
+        OTEL_EXPORTER_OTLP_COMPRESSION="gzip",
+        OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20collector-secret,x-team=agents",
+        OTEL_RESOURCE_ATTRIBUTES="deployment.environment=ci,service.name=ignored",
+        OTEL_SERVICE_NAME="governance",
+    )
+    with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+        agent = agent_headers(client)
+        write = pre_tool_use(str(uuid.uuid4()), "Write", {"file_path": "/etc/hosts"})
+        traced = {**agent, "traceparent": f"00-{TRACE_ID}-{PARENT_SPAN}-00"}
+        denied = client.post("/hooks/claude", json=write, headers=traced)
+        assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+        [span] = collector.spans(of_call(write))
+
+    [request] = collector.headers
+    assert request["content-type"] == "application/json"
+    assert request["content-encoding"] == "gzip"
+    assert request["authorization"] == "Bearer collector-secret"
+    assert request["x-team"] == "agents"
+    assert span.resource == {"service.name": "governance", "deployment.environment": "ci"}
+    assert span.name == "apply_guardrail Tachograph" and span.kind == 1
+    # Exported whatever the sampling flag of the runtime's context said.
+    assert span.trace_id == TRACE_ID and span.parent_span_id == PARENT_SPAN
+    assert len(span.span_id) == 16 and span.span_id != "0" * 16
+    attributes = span.attributes
+    assert attributes["tachograph.log.position"] == int(denied.headers["x-tachograph-position"])
+    assert attributes["tachograph.log.recorded"] is True
+    assert attributes["gen_ai.security.decision.type"] == "deny"
+    assert attributes["gen_ai.security.policy.id"] == "no-etc"
+
+
+def test_an_https_collector_is_trusted_by_the_named_ca_and_sees_the_client_certificate(
+    settings: Settings, tmp_path: Path, handler: HookServer
+) -> None:
+    server_cert, server_key = self_signed(tmp_path, "collector")
+    client_cert, client_key = self_signed(tmp_path, "tachograph")
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(server_cert, server_key)
+    tls.load_verify_locations(client_cert)
+    tls.verify_mode = ssl.CERT_REQUIRED  # mutual TLS: no span without the client's certificate
+    collector = Collector(tls)
+    env = serve_env(
+        handler,
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{collector.url}/v1/traces",
+        OTEL_EXPORTER_OTLP_CERTIFICATE=str(server_cert),
+        OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE=str(client_cert),
+        OTEL_EXPORTER_OTLP_CLIENT_KEY=str(client_key),
+    )
+    try:
+        with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+            agent = agent_headers(client)
+            read = pre_tool_use(str(uuid.uuid4()), "Read", {"file_path": "README.md"})
+            assert client.post("/hooks/claude", json=read, headers=agent).json() == {}
+            [span] = collector.spans(of_call(read))
+    finally:
+        collector.close()
+    assert collector.url.startswith("https://")
+    assert span.attributes["gen_ai.security.decision.type"] == "allow"
 
 
 def test_a_collector_that_is_down_costs_hooks_nothing_and_drops_are_counted(
@@ -184,6 +256,26 @@ def test_a_collector_that_is_down_costs_hooks_nothing_and_drops_are_counted(
             assert time.monotonic() - started < 2
         assert _dropped(client, "export_failed", at_least=5) >= 5
         assert _dropped(client, "queue_full") == 0
+
+
+def test_a_busy_collector_is_retried_and_a_refusing_one_drops_the_batch(
+    settings: Settings, tmp_path: Path, collector: Collector, handler: HookServer
+) -> None:
+    collector.refusals = [503, 400]  # busy (retried), then refusing the retry (dropped)
+    env = serve_env(handler, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url)
+    with admin_client(settings, tmp_path / "serve.log", env, ADMIN_KEY) as client:
+        agent = agent_headers(client)
+        native = str(uuid.uuid4())
+        first = pre_tool_use(native, "Read", {"file_path": "a.py"})
+        assert client.post("/hooks/claude", json=first, headers=agent).json() == {}
+        assert _dropped(client, "export_failed", at_least=1) == 1
+        collector.refusals = [503]  # busy once: the retry a second later is taken
+        second = pre_tool_use(native, "Read", {"file_path": "b.py"})
+        assert client.post("/hooks/claude", json=second, headers=agent).json() == {}
+        [span] = collector.spans(of_call(second))
+        assert _dropped(client, "export_failed") == 1
+    assert collector.spans(of_call(first), timeout=0) == []
+    assert span.attributes["tachograph.hook.event"] == "PreToolUse"
 
 
 def test_a_full_queue_drops_new_decisions_and_counts_them(
