@@ -225,10 +225,13 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
     # learned delivery (what a session is told depends on its workspace).
     workspaces: dict[UUID, str] = {}
     learned = LearnedContext(store, workspace_of=partial(session_workspace, app, workspaces))
+    # Budgets: a policy rule reads the session's and workspace's spend from memory.
+    usage_figures = UsageFigures(store)
     active_policies = ActivePolicies(
         store,
         workspace_of=partial(session_workspace, app, workspaces),
         title_of=app.session_title,
+        usage_of=usage_figures.for_call,
     )
     for projection in projections:
         if isinstance(projection, LearnedProjection):
@@ -338,7 +341,7 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         policies=Policies(app, store, active_policies),
         decision_export=decision_export,
         usage=UsageRecorder(committer),
-        usage_figures=UsageFigures(store),
+        usage_figures=usage_figures,
     )
 
 

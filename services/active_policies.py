@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from domain.lifecycle import LifecycleEvent
@@ -88,6 +89,7 @@ class ActivePolicies:
         *,
         workspace_of: Callable[[UUID], str | None],
         title_of: Callable[[UUID], str | None] = lambda _: None,
+        usage_of: Callable[[str, str], Mapping[str, Any]] | None = None,
         compiler: Compiler = COMPILER,
         prefix: str = "rm_",
         interval_s: float = REFRESH_INTERVAL_S,
@@ -95,6 +97,8 @@ class ActivePolicies:
         self.store = store
         self.workspace_of = workspace_of
         self.title_of = title_of
+        # The session's and workspace's spend (services/usage_figures.py), from memory.
+        self.usage_of = usage_of
         self.compiler = compiler
         self.prefix = prefix
         self.interval_s = interval_s
@@ -123,14 +127,19 @@ class ActivePolicies:
             return None
         workspace = self.workspace_of(session_id) or ""
         policies = snapshot.for_workspace(workspace) if snapshot.scoped else snapshot.policies
-        title = self._title(session_id) if self._reads_session(policies, ev.event) else None
-        context = CallContext(str(session_id), workspace, ev.agent, title)
+        reads = self._reads(policies, ev.event)
+        title = self._title(session_id) if "session" in reads else None
+        usage = None
+        if "usage" in reads and self.usage_of is not None:
+            usage = self.usage_of(str(session_id), workspace)
+        context = CallContext(str(session_id), workspace, ev.agent, title, usage)
         return judge(policies, ev, context, self.compiler)
 
-    def _reads_session(self, policies: tuple[ActivePolicy, ...], event: str) -> bool:
-        return any(
-            p.document.names_by_event.get(event, frozenset()) & _SESSION_NAMES for p in policies
-        )
+    def _reads(self, policies: tuple[ActivePolicy, ...], event: str) -> frozenset[str]:
+        names: frozenset[str] = frozenset()
+        for policy in policies:
+            names |= policy.document.names_by_event.get(event, frozenset())
+        return names & _SESSION_NAMES
 
     def _title(self, session_id: UUID) -> str | None:
         now = time.monotonic()
