@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -28,13 +28,10 @@ from uuid import UUID
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
-from domain.agent_ids import agent_id_for
 from domain.approval import still_pending
 from domain.approval_rules import ApprovalRules
 from domain.hook_config import HookConfig, HookHandler
 from domain.hook_dispatch import (
-    CONTEXT_CAP,
-    CONTEXT_SEPARATOR,
     PASS,
     Decision,
     Dispatch,
@@ -45,13 +42,13 @@ from domain.hook_dispatch import (
     match_key,
 )
 from domain.hook_dispatch_record import dispatch_id_for
-from domain.learned_delivery import combine
 from domain.lifecycle import LifecycleEvent
 from domain.policy.verdict import PolicyVerdict
 from domain.session import Session
 from ingest.approval_gate import ApprovalGate, PendingApproval
 from ingest.held_approvals import GONE, HeldApprovals
 from ingest.known_sessions import KnownSessions
+from ingest.learned import with_learned
 from ingest.loop import offload, run_sync
 from ingest.ports import (
     AskHandler,
@@ -67,19 +64,12 @@ from ingest.ports import (
 )
 from ingest.records import dispatch_created, handler_request
 from ingest.replay import stored_answer
-from ingest.runtimes import cline
 
 log = logging.getLogger(__name__)
 
 # A Stop `continue` is recorded on the session too; a concurrent change of the session
 # (a rename) makes that append conflict, and the count is then re-read and retried.
 _CONTINUE_RETRIES = 3
-# Where an agent is told what it learned: every runtime's renderer carries context on
-# these (SPEC §8), and they open a session or a turn, so each turn receives it once
-# (Cline, which reads neither answer, with its first tool results: cline.takes_learned).
-LEARNED_EVENTS = frozenset({"SessionStart", "UserPromptSubmit"})
-# A denied prompt starts no turn: nothing is delivered with the refusal.
-_LEARNED_OUTCOMES = frozenset({"pass", "modify"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,30 +429,7 @@ class HookIngest:
     def _with_learned(
         self, session_id: UUID, ev: LifecycleEvent, decision: Decision
     ) -> tuple[Decision, list[dict[str, Any]] | None]:
-        """The decision as the agent gets it: the managed handlers' context and the
-        agent's learned content within the one context cap (the learned text gets what
-        the handlers left); and the learned items it carries, None when none."""
-        if (
-            self._learned is None
-            or not (
-                cline.takes_learned(ev) if ev.agent == cline.AGENT else ev.event in LEARNED_EVENTS
-            )
-            or decision.outcome not in _LEARNED_OUTCOMES
-        ):
-            return decision, None
-        context = decision.additional_context
-        used = len(context.encode("utf-8")) + len(CONTEXT_SEPARATOR) if context else 0
-        try:
-            composed = self._learned(agent_id_for(ev.agent), CONTEXT_CAP - used, session_id)
-        except Exception:  # noqa: BLE001 - a delivery never fails or blocks a hook
-            log.exception("learned content could not be composed")
-            return decision, None
-        if composed.text is None:
-            return decision, None
-        delivered = replace(
-            decision, additional_context=combine(context, composed.text, CONTEXT_SEPARATOR)
-        )
-        return delivered, list(composed.items)
+        return with_learned(self._learned, session_id, ev, decision)
 
     def _handlers_for(self, ev: LifecycleEvent) -> list[HookHandler]:
         return self.config.handlers_for(ev.event, match_key(ev.event, ev.tool_name, ev.subagent_id))
