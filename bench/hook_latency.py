@@ -37,6 +37,8 @@ PAYLOADS: Final = {
     "codex": ("codex/basic/03-PreToolUse.json", "PreToolUse"),
     "gemini": ("gemini/basic/07-BeforeTool.json", "BeforeTool"),
     "copilot": ("copilot/basic/04-preToolUse.json", "preToolUse"),
+    "qwen": ("qwen-code/basic/05-PreToolUse.json", "PreToolUse"),
+    "droid": ("factory-droid/basic/02-PreToolUse.json", "PreToolUse"),
 }
 # Runtimes that run a hook file Tachograph writes (no command line in a settings file):
 # their payload, and where `hook install` puts the pre-tool file under a home.
@@ -125,6 +127,8 @@ HOOK_FILES: Final = {
     "codex": (Path(".codex") / "hooks.json", "command", True),
     "gemini": (Path(".gemini") / "settings.json", "command", True),
     "copilot": (Path(".copilot") / "hooks" / "tachograph.json", "bash", False),
+    "qwen": (Path(".qwen") / "settings.json", "command", True),
+    "droid": (Path(".factory") / "settings.json", "command", True),
 }
 
 

@@ -152,7 +152,9 @@ def assert_hook_latency_shape(latency: dict[str, Any]) -> None:
     """Every contender timed `calls` times with no wrong answer; the ratios computed from
     the figures beside them. Tracekit is there, or says why not (no network in quick runs)."""
     assert latency["calls"] == 40
-    assert set(latency["command_hooks"]) == {"claude", "codex", "gemini", "copilot", "cline"}
+    assert set(latency["command_hooks"]) == {
+        "claude", "codex", "gemini", "copilot", "qwen", "droid", "cline",
+    }  # fmt: skip
     series = [
         *latency["command_hooks"].values(),
         latency["server_down"]["claude"],
