@@ -130,8 +130,12 @@ class MessagesHandler(base.RecordingHandler):
             self.send_json(200, message(message_id, model, reply, usage))
             return
         self.start_stream()
+        hold = standin.held_end() if isinstance(standin, AnthropicStandIn) else None
         for event, data in sse_events(message_id, model, reply, usage):
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+            if event == "content_block_stop" and hold is not None:
+                self.wfile.flush()
+                hold()
         self.end_stream()
 
     def send_error_json(self, entry: base.Recorded, status: int, message: str) -> None:
@@ -153,6 +157,19 @@ class AnthropicStandIn(base.StandInServer):
     # each one given is kept in `reported`, in order.
     usage_for: Callable[[int], dict[str, int]] | None = None
     reported: list[dict[str, int]] = field(default_factory=list)
+    # Called with the n-th streamed response (from 0) once its content block is out and
+    # before its usage and end: Claude Code already runs a complete tool call then.
+    before_message_end: Callable[[int], None] | None = None
+    streamed: int = 0
+
+    def held_end(self) -> Callable[[], None] | None:
+        """What to wait on before this streamed response's end (None: nothing)."""
+        hold = self.before_message_end
+        if hold is None:
+            return None
+        with self._lock:
+            n, self.streamed = self.streamed, self.streamed + 1
+        return lambda: hold(n)
 
     def is_model_path(self, path: str) -> bool:
         return path == "/v1/messages"

@@ -25,6 +25,8 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +183,23 @@ def run_gemini(gemini: str, work: Path, url: str, token: str) -> dict[str, Any]:
     return {**report, **files_of(project)}
 
 
+@contextmanager
+def governed(work: Path, source: str) -> Iterator[tuple[httpx.Client, dict[str, Any]]]:
+    """`tachograph serve` on SQLite in WORK/data with the admin key and no managed handler,
+    the policy document `source` recorded and activated: an admin client of serve and the
+    revision (with the activation's status). Serve is stopped afterwards."""
+    settings = harness.settings_of(work, ADMIN_KEY)
+    serve = Server(settings, work / "serve.log", {"TACHOGRAPH_SERVE_CPU": "all"})
+    try:
+        serve.wait_ready(headers=ADMIN)
+        with httpx.Client(base_url=serve.url, headers=ADMIN, timeout=30, trust_env=False) as api:
+            revision = api.post("/api/policy/revisions", json={"source": source}).json()
+            activated = api.post(f"/api/policy/revisions/{revision['id']}/activate")
+            yield api, {**revision, "activated": activated.status_code}
+    finally:
+        harness.stop_serve(serve)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work", type=Path, required=True)
@@ -190,25 +209,16 @@ def main() -> int:
     args = parser.parse_args()
     work: Path = args.work
     token = harness.agent_token(work, ADMIN_KEY)
-    settings = harness.settings_of(work, ADMIN_KEY)
-    serve = Server(settings, work / "serve.log", {"TACHOGRAPH_SERVE_CPU": "all"})
     report: dict[str, Any] = {}
-    try:
-        serve.wait_ready(headers=ADMIN)
-        with httpx.Client(base_url=serve.url, headers=ADMIN, timeout=30, trust_env=False) as api:
-            revision = api.post("/api/policy/revisions", json={"source": POLICY}).json()
-            activated = api.post(f"/api/policy/revisions/{revision['id']}/activate")
-            report["revision"] = {**revision, "activated": activated.status_code}
-            report["longest_hold_s"] = api.get("/api/health").json()["longestHoldS"]
-            with claude_standin.AnthropicStandIn(claude_responder) as model:
-                for name in CLAUDE_RUNS:
-                    report[name] = run_claude(
-                        args.claude, work, name, api, model, token=token, hold_s=args.hold_s
-                    )
-                report["claude_standin_errors"] = list(model.errors)
-            report["gemini"] = run_gemini(args.gemini, work, serve.url, token)
-    finally:
-        harness.stop_serve(serve)
+    with governed(work, POLICY) as (api, report["revision"]):
+        report["longest_hold_s"] = api.get("/api/health").json()["longestHoldS"]
+        with claude_standin.AnthropicStandIn(claude_responder) as model:
+            for name in CLAUDE_RUNS:
+                report[name] = run_claude(
+                    args.claude, work, name, api, model, token=token, hold_s=args.hold_s
+                )
+            report["claude_standin_errors"] = list(model.errors)
+        report["gemini"] = run_gemini(args.gemini, work, str(api.base_url).rstrip("/"), token)
     harness.write_report(work, report)
     return 0
 

@@ -109,6 +109,21 @@ def otel_env(url: str, token: str, protocol: str | None) -> dict[str, str]:
     return env
 
 
+def claude_env(run: Path, model_url: str, url: str, token: str, protocol: str) -> dict[str, str]:
+    """Claude Code's environment: offline against its model stand-in at `model_url`, the
+    agent token for its hooks, and its OpenTelemetry export pointed at serve (`url`)."""
+    return harness.agent_env(
+        run,
+        ANTHROPIC_BASE_URL=model_url,
+        ANTHROPIC_API_KEY="sk-ant-standin-not-a-real-key",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+        TACHOGRAPH_AGENT_TOKEN=token,
+        **otel_env(url, token, protocol),
+    )
+
+
 def run_claude(claude: str, work: Path, url: str, token: str, protocol: str) -> dict[str, Any]:
     run = work / f"claude-{protocol.replace('/', '-')}"
     project = run / "project"
@@ -123,16 +138,7 @@ def run_claude(claude: str, work: Path, url: str, token: str, protocol: str) -> 
         env=env_for(harness.settings_of(work)),
     )
     with anthropic_standin.AnthropicStandIn(claude_responder, usage_for=varied_usage) as api:
-        env = harness.agent_env(
-            run,
-            ANTHROPIC_BASE_URL=api.url,
-            ANTHROPIC_API_KEY="sk-ant-standin-not-a-real-key",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-            DISABLE_AUTOUPDATER="1",
-            DISABLE_ERROR_REPORTING="1",
-            TACHOGRAPH_AGENT_TOKEN=token,
-            **otel_env(url, token, protocol),
-        )
+        env = claude_env(run, api.url, url, token, protocol)
         argv = [claude, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
         report = harness.run_agent(argv, env=env, cwd=project, timeout=120)
         answered = api.reported
