@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -101,13 +102,13 @@ def policy_handler(matcher: list[str] | None = None) -> Iterator[tuple[str, dict
 
 
 def gateway_turn(
-    http: httpx.Client, url: str, hook_url: str, n: int
+    http: httpx.Client, url: str, hook_url: str, n: int, body: dict[str, Any] = GATEWAY_BODY
 ) -> tuple[list[float], list[float]]:
     """`n` gateway dispatches to the events route `url` (each must pass), each followed by
     one direct call of the handler at `hook_url`: the two series the overhead is made of."""
 
     def dispatch() -> None:
-        answered = http.post(url, json=GATEWAY_BODY)
+        answered = http.post(url, json=body)
         assert answered.json()["outcome"] == "pass", answered.text
 
     return timed_alternately(dispatch, lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY), n)
@@ -118,4 +119,37 @@ def overhead(gateway: dict[str, float], direct: dict[str, float]) -> dict[str, f
     return {
         "p50": gateway["p50_ms"] - direct["p50_ms"],
         "p99": gateway["p99_ms"] - direct["p99_ms"],
+    }
+
+
+def with_starter_policy(
+    http: httpx.Client, base: str, url: str, hook_url: str, n: int
+) -> dict[str, Any]:
+    """The same dispatches (with the runtime's cwd, as real calls carry it) without and
+    with `tachograph policy init`'s starter document active, in alternating rounds: what
+    judging every call against it adds."""
+    starter = (Path(__file__).resolve().parents[1] / "cli" / "policy_starter.yaml").read_text()
+    recorded = http.post(f"{base}/api/policy/revisions", json={"source": starter})
+    recorded.raise_for_status()
+    revision = recorded.json()["id"]
+    body = {**GATEWAY_BODY, "cwd": "/home/dev/repo"}
+    series: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
+    for active in (False, True, False, True):
+        if active:
+            http.post(f"{base}/api/policy/revisions/{revision}/activate").raise_for_status()
+        else:
+            http.post(f"{base}/api/policy/remove", json={})  # 409 before the first activation
+        gateway_turn(http, url, hook_url, 20, body)  # warm after the change
+        through, direct = gateway_turn(http, url, hook_url, n // 2, body)
+        series[active][0].extend(through)
+        series[active][1].extend(direct)
+    off, on = (percentiles(series[a][0]) for a in (False, True))
+    over_on = overhead(on, percentiles(series[True][1]))
+    return {
+        "workload": "the same PreToolUse with a cwd, starter policy off and on, two rounds each",
+        "gateway_off": off,
+        "gateway_on": on,
+        "policy_added_p50_ms": on["p50_ms"] - off["p50_ms"],
+        "overhead_on_p50_ms": over_on["p50"],
+        "overhead_on_p99_ms": over_on["p99"],
     }

@@ -21,6 +21,7 @@ from bench.gateway import (
     percentiles,
     policy_handler,
     timed_alternately,
+    with_starter_policy,
 )
 from bench.load import CLAUDE_POST_TOOL_USE, acknowledged_position, claude_hooks, wrk
 from bench.servers import Store, baseline, free_port, serve
@@ -234,6 +235,7 @@ def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
         url = f"{base}/api/sessions/{session}/events"
         gateway_turn(http, url, hook_url, 50)  # warm both paths
         through, direct = gateway_turn(http, url, hook_url, n)
+        ruled = with_starter_policy(http, base, url, hook_url, n)
     gateway, handler_only = percentiles(through), percentiles(direct)
     over = overhead(gateway, handler_only)
     return {
@@ -245,6 +247,7 @@ def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
         "handler_direct": handler_only,
         "overhead_p50_ms": over["p50"],
         "overhead_p99_ms": over["p99"],
+        "starter_policy": ruled,
     }
 
 

@@ -130,6 +130,10 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert gateway["overhead_p99_ms"] == pytest.approx(
         gateway["gateway"]["p99_ms"] - gateway["handler_direct"]["p99_ms"]
     )
+    ruled = gateway["starter_policy"]  # every call judged by the starter document, then not
+    assert ruled["policy_added_p50_ms"] == pytest.approx(
+        ruled["gateway_on"]["p50_ms"] - ruled["gateway_off"]["p50_ms"]
+    )
 
     ryw = figures["read_your_writes"]
     assert ryw["visible_after_ack_median_ms"] > 0 and ryw["plain_get_median_ms"] > 0
