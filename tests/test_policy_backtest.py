@@ -230,6 +230,7 @@ def test_worker_processes_report_what_one_process_does(
         for _ in range(3):
             history(client)
     monkeypatch.setattr(policy_backtest, "CHUNK", 4)  # several chunks, in several processes
+    monkeypatch.setattr(policy_backtest, "PAGE", 7)  # the log read in windows of 7 positions
     services = build_services(settings)
     try:
         services.runner.catch_up()
