@@ -1,4 +1,4 @@
-"""`tachograph bench --only policy`: a backtest of a starter-like document over N recorded
+"""`tachograph bench --only policy`: a backtest of the starter document over N recorded
 calls, and the time one PreToolUse's policy evaluation adds on the hook path.
 
 The calls are written straight into the log (stored events through the recorder, no
@@ -10,8 +10,7 @@ as they do in real work (the same file read again, the same test run), and some 
 do (commit messages, one-off commands): the figure says how many were evaluated and
 how many answered from a verdict kept for an identical call.
 
-STARTER is a starter-like document written here; `tachograph policy init`'s document,
-where present, is the one to measure instead.
+The document is the starter `tachograph policy init` writes (cli/policy_starter.yaml).
 """
 
 from __future__ import annotations
@@ -36,40 +35,8 @@ WORKSPACES: Final = 20
 BATCH: Final = 5000
 JUDGED_CALLS: Final = 2000
 
-STARTER: Final = """
-version: 1
-rules:
-  - id: no-force-push
-    when: command.git.exists(g, g.op == "push" && g.force)
-    then: deny
-    reason: Force-pushing rewrites shared history; push a new commit instead.
-  - id: no-key-or-env-reads
-    when: >-
-      paths.exists(p, p.contains("/.ssh/") || p.endsWith(".pem") || p.endsWith("/.env")
-        || p.contains("/.aws/credentials") || p.contains("/.config/gcloud/"))
-    then: deny
-    reason: Keys and environment files stay out of the agent's context.
-  - id: no-writes-to-system-paths
-    when: >-
-      command.writes.exists(p, p.startsWith("/etc/") || p.startsWith("/usr/"))
-        || (tool in ["Write", "Edit"] && paths.exists(p, p.startsWith("/etc/")))
-    then: deny
-  - id: ask-before-recursive-delete
-    when: >-
-      command.commands.exists(c, c.program == "rm"
-        && c.args.exists(a, a.startsWith("-") && (a.contains("r") || a.contains("R"))))
-    then: ask
-    reason: A recursive delete; a person confirms it.
-  - id: no-curl-pipe-shell
-    when: >-
-      command.commands.exists(c, c.program in ["curl", "wget"])
-        && command.commands.exists(c, c.program in ["sh", "bash", "zsh"])
-    then: deny
-  - id: shell-not-understood
-    when: tool == "Bash" && !command.understood
-    then: deny
-    mode: shadow
-"""
+# The document `tachograph policy init` writes: the one an operator starts from.
+STARTER: Final = (Path(__file__).parent.parent / "cli" / "policy_starter.yaml").read_text()
 
 _WORDS = ("parser", "cache", "auth", "router", "config", "db", "api", "queue", "cli", "ui")
 _RARE = (
@@ -240,7 +207,7 @@ def bench_policy(store: Any, calls: int, work: Path) -> dict[str, Any]:
         services.close()
     return {
         "workload": (
-            f"a backtest of a starter-like document over {calls} recorded PreToolUse calls "
+            f"a backtest of the starter document over {calls} recorded PreToolUse calls "
             f"in {SESSIONS} sessions, through the service (no HTTP)"
         ),
         "fill_s": fill_s,

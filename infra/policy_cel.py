@@ -8,12 +8,12 @@ on the event is evaluated against it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import cel
 
-from domain.policy.document import NotBoolean
+from domain.policy.document import CompiledExpression, NotBoolean
 from domain.policy.value import NAMES
 
 _UNDEFINED: Final = re.compile(r"Undefined variable or function: '([^']+)'")
@@ -56,6 +56,30 @@ class CelCompiler:
 
     def activation(self, value: Mapping[str, Any]) -> cel.Context:
         return cel.Context(variables=dict(value))
+
+    def together(self, expressions: Sequence[CompiledExpression]) -> CelTogether:
+        return CelTogether(expressions)
+
+
+class CelTogether:
+    """Expressions compiled into one list expression: one call into cel instead of one
+    per rule (each call has a fixed cost that dwarfs a small rule's). Any failure gives
+    None, and the caller evaluates each alone, so a failure stays one rule's."""
+
+    __slots__ = ("_program",)
+
+    def __init__(self, expressions: Sequence[CompiledExpression]) -> None:
+        # The newline ends a `//` comment an expression may close with.
+        self._program = cel.compile("[" + ", ".join(f"({e.source}\n)" for e in expressions) + "]")
+
+    def each(self, activation: Any) -> tuple[bool, ...] | None:
+        try:
+            results = self._program.execute(activation)
+        except Exception:  # noqa: BLE001 - each is then evaluated alone, its failure its own
+            return None
+        if not all(result is True or result is False for result in results):
+            return None
+        return tuple(results)
 
 
 def _first_line(message: str) -> str:

@@ -37,6 +37,7 @@ from services.policies import validated
 DISPATCH: Final = "HookDispatch.Created"
 _SESSIONS_KEPT: Final = 50_000
 CHUNK: Final = 2_000
+PAGE: Final = 5_000  # log positions read at a time
 # A window of at least this many log positions is judged by worker processes, one per
 # CPU: the evaluation is CPU-bound Python, and off the serving process it never holds
 # the interpreter lock the hook path needs. Smaller ones are judged in this process.
@@ -123,7 +124,7 @@ def _rows(
     encode = app.mapper.transcoder.encode
     markers = tuple(encode({"event_name": event})[1:-1] for event in events)
     sessions = _Sessions(store)
-    for position, state in scan_topic(app, DISPATCH, after, upto):
+    for position, state in scan_topic(app, DISPATCH, after, upto, PAGE):
         if not any(marker in state for marker in markers):
             continue
         found = _SESSION_ID.search(state)

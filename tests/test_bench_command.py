@@ -120,7 +120,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert backtest["evaluated"] == 10_000 and backtest["evaluated_per_s"] > 0
     assert 0 < backtest["evaluations"] <= backtest["evaluated"]
     # The force pushes and key reads among the calls are found and would be denied.
-    assert backtest["hits"]["no-force-push"] > 0 and backtest["hits"]["no-key-or-env-reads"] > 0
+    assert backtest["hits"]["no-force-push"] > 0 and backtest["hits"]["no-key-files"] > 0
     assert backtest["changed"]["deny"] > 0
     assert 0 < policy["judge"]["p50_ms"] <= policy["judge"]["p99_ms"]
 

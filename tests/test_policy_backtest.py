@@ -192,6 +192,37 @@ def test_a_bad_request_names_what_is_wrong_and_records_nothing(client: TestClien
     assert events(client, "PolicyBacktest.Created") == []
 
 
+FAILING_ON_SOME = """
+version: 1
+rules:
+  - id: pushes
+    when: input.command.startsWith("git push")
+    then: deny
+    onError: skip
+  - id: ssh-keys
+    when: paths.exists(p, p.contains("/.ssh/"))
+    then: deny
+  - id: deletes
+    when: command.commands.exists(c, c.program == "rm")
+    then: ask
+"""
+
+
+def test_a_rule_failing_on_a_call_is_that_rule_s_failure_alone(client: TestClient) -> None:
+    """The rules of a call are evaluated in one pass; when one fails on a call (a Read
+    has no `input.command`), each is evaluated alone: the others still hit."""
+    history(client)
+    response = client.post("/api/policy/backtest", json={"source": FAILING_ON_SOME})
+    assert response.status_code == 200, response.text
+    rules = {rule["id"]: rule for rule in response.json()["rules"]}
+    assert {rule_id: (rule["hits"], rule["errors"]) for rule_id, rule in rules.items()} == {
+        "pushes": (1, 1),  # `git push --force …`; it failed on the Read, skipped there
+        "ssh-keys": (1, 0),  # the Read it failed on
+        "deletes": (1, 0),
+    }
+    assert response.json()["changed"] == {"deny": 2, "ask": 1, "context": 0}
+
+
 def test_worker_processes_report_what_one_process_does(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,6 +230,7 @@ def test_worker_processes_report_what_one_process_does(
         for _ in range(3):
             history(client)
     monkeypatch.setattr(policy_backtest, "CHUNK", 4)  # several chunks, in several processes
+    monkeypatch.setattr(policy_backtest, "PAGE", 7)  # the log read in windows of 7 positions
     services = build_services(settings)
     try:
         services.runner.catch_up()

@@ -156,6 +156,10 @@ class Backtest:
             event: tuple(i for i, rule in enumerate(document.rules) if event in rule.on)
             for event in document.names_by_event
         }
+        self._together = {
+            event: compiler.together([document.rules[i].expression for i in on])
+            for event, on in self._on.items()
+        }
         self._verdicts: dict[tuple[Any, ...], Matched] = {}
 
     @property
@@ -196,6 +200,9 @@ class Backtest:
     ) -> Matched:
         self.tally.evaluations += 1
         activation = self.compiler.activation(call_value(ev, context, names))
+        results = self._together[ev.event].each(activation)
+        if results is not None:
+            return tuple((index, False) for index, hit in zip(on, results, strict=True) if hit)
         matched: list[tuple[int, bool]] = []
         for index in on:
             rule = self.document.rules[index]

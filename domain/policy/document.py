@@ -11,7 +11,7 @@ it reads and can be matched against a call's value.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -34,6 +34,7 @@ MAX_REASON: Final = 1_000
 class CompiledExpression(Protocol):
     """An expression compiled once; `names` are the call's fields it reads."""
 
+    source: str
     names: frozenset[str]
 
     def matches(self, activation: Any) -> bool:
@@ -48,6 +49,17 @@ class Compiler(Protocol):
 
     def activation(self, value: Mapping[str, Any]) -> Any:
         """The call's value as the compiled expressions read it (built once per call)."""
+
+    def together(self, expressions: Sequence[CompiledExpression]) -> CompiledTogether:
+        """Several expressions evaluated in one pass (a backtest's hot loop)."""
+
+
+class CompiledTogether(Protocol):
+    """Expressions evaluated in one pass over an activation."""
+
+    def each(self, activation: Any) -> tuple[bool, ...] | None:
+        """Each expression's result, in order; None when any of them failed or gave
+        something other than a boolean (then each is evaluated alone, as one rule)."""
 
 
 class NotBoolean(TypeError):
