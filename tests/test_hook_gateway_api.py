@@ -91,8 +91,10 @@ def test_event_without_handlers_passes_and_is_audited(gateway_client: TestClient
         "reason",
         "durationMs",
         "at",
+        "policy",
     }
     assert records[1]["turnId"] == "t1" and records[1]["dispatchId"] == decision["dispatchId"]
+    assert records[1]["policy"] is None  # no policy rule matched
 
 
 def test_retried_event_id_returns_stored_decision_and_appends_nothing(
