@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 import httpx
 
+from bench.gateway import gateway_turn, overhead, percentiles, policy_handler
 from bench.servers import Store, free_port, serve
 
 FIXTURE: Final = (
@@ -66,7 +68,11 @@ def bench_otlp(
 ) -> dict[str, Any]:
     """`wrk`: bench/run.py's load generator (handed in: bench/run.py imports this module)."""
     port = free_port()
-    with serve(store, port, work / "serve-otlp.log"):
+    with (
+        policy_handler() as (hook_url, extra),
+        serve(store, port, work / "serve-otlp.log", extra),
+        httpx.Client() as http,
+    ):
         base = f"http://127.0.0.1:{port}"
         hook = {"session_id": NATIVE, "hook_event_name": "SessionStart", "source": "startup"}
         httpx.post(f"{base}/hooks/claude", json=hook).raise_for_status()
@@ -76,6 +82,7 @@ def bench_otlp(
         before = _recorded(base)
         measured = wrk(url, body, seconds, unique=UNIQUE)
         recorded = _recorded(base) - before
+        beside = _gateway_beside_exports(http, base, hook_url, url, body, seconds, wrk)
     return {
         "workload": f"POST /v1/logs, Claude Code's export shape, wrk 16 connections x {seconds} s",
         "requests_per_s": measured["rps"],
@@ -83,4 +90,38 @@ def bench_otlp(
         "acknowledged": measured["requests"] - measured["non2xx"],
         # Every acknowledged export recorded its one model request.
         "model_requests_recorded": recorded,
+        "beside_hooks": beside,
+    }
+
+
+def _gateway_beside_exports(
+    http: httpx.Client,
+    base: str,
+    hook_url: str,
+    url: str,
+    body: dict[str, Any],
+    seconds: int,
+    wrk: Callable[..., dict[str, float]],
+) -> dict[str, Any]:
+    """The gateway's figures alone, then while 2 wrk connections post exports: whether
+    hooks keep their figures while the receiver takes Claude Code's exports."""
+    session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
+    events = f"{base}/api/sessions/{session}/events"
+    n = 50 * seconds
+    gateway_turn(http, events, hook_url, 50)  # warm
+    alone = overhead(*(percentiles(s) for s in gateway_turn(http, events, hook_url, n)))
+    done: dict[str, dict[str, float]] = {}
+    load = threading.Thread(
+        target=lambda: done.update(r=wrk(url, body, seconds, connections=2, unique=UNIQUE))
+    )
+    load.start()
+    time.sleep(0.5)  # the exports are flowing
+    through, direct = gateway_turn(http, events, hook_url, n)
+    load.join()
+    beside = overhead(percentiles(through), percentiles(direct))
+    return {
+        "exports_per_s": done["r"]["rps"],
+        "export_errors": done["r"]["non2xx"],
+        "gateway_overhead_alone_ms": alone,
+        "gateway_overhead_beside_ms": beside,
     }

@@ -64,6 +64,9 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     assert otlp["errors"] == 0 and otlp["requests_per_s"] > 0
     # Every acknowledged export recorded its one model request.
     assert otlp["model_requests_recorded"] >= otlp["acknowledged"]
+    beside = otlp["beside_hooks"]  # the gateway alone, then while exports flow
+    assert beside["exports_per_s"] > 0 and beside["export_errors"] == 0
+    assert set(beside["gateway_overhead_beside_ms"]) == {"p50", "p99"}
 
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0
