@@ -29,10 +29,6 @@ class ActivePolicy:
     document: PolicyDocument
 
 
-def applicable(policies: Sequence[ActivePolicy], event: str) -> bool:
-    return any(event in p.document.names_by_event for p in policies)
-
-
 def judge(
     policies: Sequence[ActivePolicy],
     ev: LifecycleEvent,
