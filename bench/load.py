@@ -43,10 +43,14 @@ def wrk(
     seconds: int,
     connections: int = 16,
     unique: str | None = None,
+    pause_ms: float | None = None,
 ) -> dict[str, float]:
     """Run wrk with a JSON POST; return requests/s and error counts.
 
     `unique`: a string of the body that every request replaces with a value of its own.
+    `pause_ms`: each connection waits this long on average after an answer before its
+    next request, so the load is paced (many exporters each sending now and then)
+    instead of the server's saturation.
     """
     text = json.dumps(body)
     lua = 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
@@ -70,6 +74,10 @@ def wrk(
             '  return wrk.format(nil, nil, nil, before .. tag .. "-" .. n .. after)\n'
             "end\n"
         )
+    if pause_ms is not None:
+        # Drawn afresh each time (uniform, mean `pause_ms`): fixed pauses let the
+        # connections fall into step and arrive as bursts, which no fleet does.
+        lua += f"delay = function() return math.random(0, {round(2 * pause_ms)}) end\n"
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(lua)
     try:

@@ -31,6 +31,13 @@ FIXTURE: Final = (
 )
 NATIVE: Final = "330b8d74-e30b-49cd-b39d-9a1f57f5d9a9"
 UNIQUE: Final = "UNIQUE-PROMPT-ID"
+# Many exporters at once: each export waits ~10 ms to commit with others
+# (ingest/usage.py), so the receiver's capacity needs this many in flight to show.
+CONNECTIONS: Final = 64
+# Beside the hooks, the exporters of a large fleet: each of 40 sends again 25 ms after
+# its answer, about 1,000 exports/s offered, rather than a few saturating the server.
+BESIDE_CONNECTIONS: Final = 40
+BESIDE_PAUSE_MS: Final = 25.0
 
 
 def export_body() -> dict[str, Any]:
@@ -78,13 +85,16 @@ def bench_otlp(
         httpx.post(f"{base}/hooks/claude", json=hook).raise_for_status()
         url = f"{base}/v1/logs"
         body = export_body()
-        wrk(url, body, 2, unique=UNIQUE)  # warm-up
+        wrk(url, body, 2, connections=CONNECTIONS, unique=UNIQUE)  # warm-up
         before = _recorded(base)
-        measured = wrk(url, body, seconds, unique=UNIQUE)
+        measured = wrk(url, body, seconds, connections=CONNECTIONS, unique=UNIQUE)
         recorded = _recorded(base) - before
         beside = _gateway_beside_exports(http, base, hook_url, url, body, seconds, wrk)
     return {
-        "workload": f"POST /v1/logs, Claude Code's export shape, wrk 16 connections x {seconds} s",
+        "workload": (
+            f"POST /v1/logs, Claude Code's export shape, wrk {CONNECTIONS} connections"
+            f" x {seconds} s"
+        ),
         "requests_per_s": measured["rps"],
         "errors": measured["non2xx"],
         "acknowledged": measured["requests"] - measured["non2xx"],
@@ -103,8 +113,8 @@ def _gateway_beside_exports(
     seconds: int,
     wrk: Callable[..., dict[str, float]],
 ) -> dict[str, Any]:
-    """The gateway's figures alone, then while 2 wrk connections post exports: whether
-    hooks keep their figures while the receiver takes Claude Code's exports."""
+    """The gateway's figures alone, then while a fleet's exporters post exports (paced,
+    about 1,000/s): whether hooks keep their figures while the receiver takes them."""
     session = http.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
     events = f"{base}/api/sessions/{session}/events"
     n = 50 * seconds
@@ -112,7 +122,16 @@ def _gateway_beside_exports(
     alone = overhead(*(percentiles(s) for s in gateway_turn(http, events, hook_url, n)))
     done: dict[str, dict[str, float]] = {}
     load = threading.Thread(
-        target=lambda: done.update(r=wrk(url, body, seconds, connections=2, unique=UNIQUE))
+        target=lambda: done.update(
+            r=wrk(
+                url,
+                body,
+                seconds,
+                connections=BESIDE_CONNECTIONS,
+                unique=UNIQUE,
+                pause_ms=BESIDE_PAUSE_MS,
+            )
+        )
     )
     load.start()
     time.sleep(0.5)  # the exports are flowing

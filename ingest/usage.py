@@ -4,6 +4,13 @@ A request is its own aggregate with an id derived from the report (domain/model_
 an exporter's retry of the same batch hits the log's version check and is taken as
 already recorded, never counted twice. Each request is its own append in the shared
 commit, so one duplicate does not fail the others of its batch.
+
+Exports are not hooks: nobody waits on their answer but a batch exporter that sends
+every few seconds. So their appends are held for a short window (`HOLD_S`) and handed
+to the group commit together: at a thousand exports a second they make about a hundred
+transactions instead of a thousand, and a hook's commit rarely queues behind one (the
+hook gateway's figures beside the receiver, docs/performance.md). They are still
+answered only once durable; the window only delays that answer.
 """
 
 from __future__ import annotations
@@ -11,14 +18,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 from uuid import UUID
 
+from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError
 
 from domain.model_usage import ReportedRequest, record_request
 from ingest.group_commit import GroupCommitter
 from ingest.loop import running_loop
-from ingest.ports import Done
+from ingest.ports import Deliver, Done
+
+# How long an export's appends wait for others to commit with. An exporter's own
+# timeout is seconds (OTLP's default is 10 s); a hook's figures are milliseconds.
+HOLD_S: Final = 0.01
+
+_Held = tuple[UUID, list[DomainEventProtocol[UUID]], Done, Deliver]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +55,12 @@ class UsageRecorded:
 class UsageRecorder:
     """Appends reported requests; answers once they are durable."""
 
-    def __init__(self, committer: GroupCommitter) -> None:
+    def __init__(self, committer: GroupCommitter, hold_s: float = HOLD_S) -> None:
         self.committer = committer
+        self.hold_s = hold_s
+        # Appends waiting for their window, per event loop (the flush runs on the loop
+        # whose requests wait for it, so it cannot be lost with another loop).
+        self._held: dict[asyncio.AbstractEventLoop, list[_Held]] = {}
 
     async def record(self, placed: Sequence[Placed], actor: str) -> UsageRecorded:
         loop = running_loop()
@@ -51,11 +70,14 @@ class UsageRecorder:
         for item in placed:
             aggregate = record_request(item.reported, item.session_id, item.workspace, actor)
             appended: asyncio.Future[int] = loop.create_future()
-            self.committer.enqueue(
-                aggregate.id,
-                list(aggregate.collect_events()),
-                _settle(appended),
-                loop.call_soon_threadsafe,
+            self._hold(
+                loop,
+                (
+                    aggregate.id,
+                    list(aggregate.collect_events()),
+                    _settle(appended),
+                    loop.call_soon_threadsafe,
+                ),
             )
             waits.append(appended)
         outcomes = await asyncio.gather(*waits, return_exceptions=True)
@@ -69,6 +91,20 @@ class UsageRecorder:
             else:
                 position = max(position or 0, outcome)
         return UsageRecorded(len(outcomes) - repeated, repeated, position)
+
+    def _hold(self, loop: asyncio.AbstractEventLoop, item: _Held) -> None:
+        if self.hold_s <= 0:
+            self.committer.enqueue(*item)
+            return
+        held = self._held.get(loop)
+        if held is None:
+            held = self._held[loop] = []
+            loop.call_later(self.hold_s, self._flush, loop)
+        held.append(item)
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        for item in self._held.pop(loop, []):
+            self.committer.enqueue(*item)
 
 
 def _settle(future: asyncio.Future[int]) -> Done:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
 from projections.replay import replay
 from tests.support import run_cli
+from tests.test_metrics import scrape, value
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 CLAUDE_LOGS = json.loads((FIXTURES / "claude-code-2.1.328-logs.json").read_text())
@@ -477,3 +480,46 @@ def test_codexs_completed_responses_count_once_each(client: TestClient) -> None:
         }
     ]
     assert read(client, "/api/usage", groupBy="model")["items"][0]["key"] == "gpt-5.5"
+
+
+def test_exports_sent_together_commit_together_and_a_repeat_among_them_counts_once(
+    client: TestClient,
+) -> None:
+    """Exports are held for a moment and committed in one transaction; one that repeats
+    another of the same transaction is still taken as already recorded, alone."""
+    session_id = start_claude_session(client, "together-1")
+    exports = [with_prompts(with_session(CLAUDE_LOGS, "together-1"), f"p{i}") for i in range(5)]
+    sent = [*exports, exports[0]]
+    before = scrape(client)
+    start = threading.Barrier(len(sent))
+
+    def send(body: dict[str, Any]) -> Any:
+        start.wait()
+        return export_logs(client, body)
+
+    with ThreadPoolExecutor(len(sent)) as pool:
+        answers = list(pool.map(send, sent))
+    after = scrape(client)
+    positions = [a.headers.get("x-tachograph-position") for a in answers]
+    # One of the two identical exports recorded its requests, the other found them there.
+    assert sum(p is None for p in positions[::5]) == 1, positions
+    assert all(p is not None for p in positions[1:5]), positions
+    last = max(int(p) for p in positions if p is not None)
+    usage = read(client, f"/api/sessions/{session_id}", minPosition=last)["usage"]
+    assert usage["requests"] == 5 * TWO_REQUESTS["requests"]
+    commits = value(after, "tachograph_group_commit_batch_size_count") - value(
+        before, "tachograph_group_commit_batch_size_count"
+    )
+    # One transaction when all arrive within the hold; a second for a straggler that a
+    # busy machine scheduled late. Each alone (the hooks' path) would be five or six.
+    assert commits <= 2, f"{len(sent)} exports took {commits} commits"
+
+
+def with_prompts(export: dict[str, Any], tag: str) -> dict[str, Any]:
+    """The export as if its model requests were other prompts (ids of their own)."""
+    changed = copy.deepcopy(export)
+    for record in changed["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
+        for attribute in record["attributes"]:
+            if attribute["key"] == "prompt.id":
+                attribute["value"] = {"stringValue": f"{tag}-{attribute['value']['stringValue']}"}
+    return changed
