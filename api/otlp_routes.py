@@ -13,7 +13,7 @@ OTLP/HTTP specification, in the request's encoding.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 from uuid import UUID
 
 from fastapi import FastAPI
@@ -47,6 +47,19 @@ from infra.otlp_wire import (
 from ingest.usage import Placed
 from services.credentials import Principal
 
+# labels() takes a lock and builds its key on every call: the dozen series are looked
+# up once (four counts per export).
+_COUNTERS: Final[dict[tuple[Signal, str], Any]] = {}
+
+
+def _count(signal: Signal, outcome: str, n: int = 1) -> None:
+    counter = _COUNTERS.get((signal, outcome))
+    if counter is None:
+        counter = OTLP_RECORDS.labels(signal=signal, outcome=outcome)
+        _COUNTERS[(signal, outcome)] = counter
+    if n:
+        counter.inc(n)
+
 
 async def otlp_logs(request: Request) -> Response:
     """An OTLP logs export: the model requests it reports are recorded."""
@@ -76,12 +89,12 @@ async def _export(request: Request, signal: Signal) -> Response:
             encoding,
         )
     except OtlpBodyError as exc:
-        OTLP_RECORDS.labels(signal=signal, outcome="refused").inc()
+        _count(signal, "refused")
         return Response(
             status(encoding, INVALID_ARGUMENT, exc.message), exc.status, media_type=encoding
         )
     if signal != "logs":
-        OTLP_RECORDS.labels(signal=signal, outcome="ignored").inc()
+        _count(signal, "ignored")
         return Response(success(signal, encoding), media_type=encoding)
     c: Collaborators = request.app.state.collaborators
     principal = principal_of(request.scope)
@@ -89,11 +102,11 @@ async def _export(request: Request, signal: Signal) -> Response:
     placed, refused, problem = await _place(request, c, principal, mapped.requests)
     recorded = await c.usage.record(placed, principal.actor)
     rejected = mapped.rejected + refused
-    OTLP_RECORDS.labels(signal=signal, outcome="recorded").inc(recorded.recorded)
-    OTLP_RECORDS.labels(signal=signal, outcome="repeated").inc(recorded.repeated)
-    OTLP_RECORDS.labels(signal=signal, outcome="refused").inc(rejected)
+    _count(signal, "recorded", recorded.recorded)
+    _count(signal, "repeated", recorded.repeated)
+    _count(signal, "refused", rejected)
     ignored = log_record_count(payload) - len(mapped.requests) - mapped.rejected
-    OTLP_RECORDS.labels(signal=signal, outcome="ignored").inc(max(ignored, 0))
+    _count(signal, "ignored", max(ignored, 0))
     answer = success(signal, encoding, rejected, problem or mapped.problem)
     # As on the hook routes: a reader can wait for what this export recorded.
     headers = {} if recorded.position is None else {"x-tachograph-position": str(recorded.position)}
