@@ -16,7 +16,7 @@ answered only once durable; the window only delays that answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Final
 from uuid import UUID
@@ -63,9 +63,14 @@ class UsageRecorder:
         self._held: dict[asyncio.AbstractEventLoop, list[_Held]] = {}
 
     async def record(self, placed: Sequence[Placed], actor: str) -> UsageRecorded:
+        """Append and wait until durable."""
+        return await self.submit(placed, actor)
+
+    def submit(self, placed: Sequence[Placed], actor: str) -> Awaitable[UsageRecorded]:
+        """Queue the appends now; what is returned waits until they are durable."""
         loop = running_loop()
         if loop is None:
-            raise RuntimeError("UsageRecorder.record runs on an event loop")
+            raise RuntimeError("UsageRecorder.submit runs on an event loop")
         waits: list[asyncio.Future[int]] = []
         for item in placed:
             aggregate = record_request(item.reported, item.session_id, item.workspace, actor)
@@ -80,17 +85,7 @@ class UsageRecorder:
                 ),
             )
             waits.append(appended)
-        outcomes = await asyncio.gather(*waits, return_exceptions=True)
-        repeated = 0
-        position: int | None = None
-        for outcome in outcomes:
-            if isinstance(outcome, IntegrityError):
-                repeated += 1
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                position = max(position or 0, outcome)
-        return UsageRecorded(len(outcomes) - repeated, repeated, position)
+        return _recorded(waits)
 
     def _hold(self, loop: asyncio.AbstractEventLoop, item: _Held) -> None:
         if self.hold_s <= 0:
@@ -105,6 +100,20 @@ class UsageRecorder:
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         for item in self._held.pop(loop, []):
             self.committer.enqueue(*item)
+
+
+async def _recorded(waits: list[asyncio.Future[int]]) -> UsageRecorded:
+    outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    repeated = 0
+    position: int | None = None
+    for outcome in outcomes:
+        if isinstance(outcome, IntegrityError):
+            repeated += 1  # already in the log: a retried export
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            position = max(position or 0, outcome)
+    return UsageRecorded(len(outcomes) - repeated, repeated, position)
 
 
 def _settle(future: asyncio.Future[int]) -> Done:
