@@ -237,12 +237,15 @@ def sign_log_head(projections: Iterable[object], store: ReadStore) -> int | None
         return None
 
 
-def rows_through(store: ReadStore, table: str, upto: int, batch: int) -> Iterator[dict[str, Any]]:
+def rows_through(
+    store: ReadStore, table: str, upto: int, batch: int, columns: str = "*"
+) -> Iterator[dict[str, Any]]:
     """A per-event table's rows at or below a position, in log order, read in pages."""
     after = 0
     while True:
         rows = store.query(
-            f"SELECT * FROM {table} WHERE position > ? AND position <= ? ORDER BY position LIMIT ?",
+            f"SELECT {columns} FROM {table} WHERE position > ? AND position <= ? "
+            "ORDER BY position LIMIT ?",
             (after, upto, batch),
         )
         yield from rows
@@ -253,7 +256,7 @@ def rows_through(store: ReadStore, table: str, upto: int, batch: int) -> Iterato
 
 def recorded_leaves(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLeaf]:
     """The live tree's leaves at or below a position, in log order, read in pages."""
-    for r in rows_through(store, LINKS_TABLE, upto, batch):
+    for r in rows_through(store, LINKS_TABLE, upto, batch, "position, seq, leaf"):
         yield RecordedLeaf(int(r["seq"]) - 1, int(r["position"]), bytes.fromhex(r["leaf"]))
 
 
