@@ -46,18 +46,33 @@ def bulk_history(app: Tachograph, sessions: int, per_save: int) -> int:
     return int(app.recorder.max_notification_id() or 0)
 
 
+def scratch_settings(postgres: str | None) -> tuple[Path, Settings]:
+    """A temporary data directory, and a fresh schema at `postgres` if given."""
+    tmp = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
+    (tmp / "workspace").mkdir()
+    settings = Settings(data_dir=tmp / "data", workspace_root=tmp / "workspace")
+    settings = settings.with_(log_signing_key=KEY)
+    if postgres:
+        url = Settings.from_env({"TACHOGRAPH_DATABASE_URL": postgres}).database_url
+        settings = settings.with_(database_url=url, database_schema=f"b_{uuid.uuid4().hex[:8]}")
+    return tmp, settings
+
+
+def drop_scratch(tmp: Path, settings: Settings) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if settings.database_url is not None:
+        import psycopg
+
+        with psycopg.connect(settings.database_url.conninfo(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{settings.database_schema}" CASCADE')
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--postgres", metavar="URL", help="postgresql://... (default: SQLite)")
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
-    (tmp / "workspace").mkdir()
-    settings = Settings(data_dir=tmp / "data", workspace_root=tmp / "workspace")
-    settings = settings.with_(log_signing_key=KEY)
-    if args.postgres:
-        url = Settings.from_env({"TACHOGRAPH_DATABASE_URL": args.postgres}).database_url
-        settings = settings.with_(database_url=url, database_schema=f"b_{uuid.uuid4().hex[:8]}")
+    tmp, settings = scratch_settings(args.postgres)
     store_name = "postgres" if args.postgres else "sqlite"
     services = build_services(settings)
     try:
@@ -96,13 +111,7 @@ def main() -> int:
         )
     finally:
         services.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-        if args.postgres:
-            import psycopg
-
-            assert settings.database_url is not None
-            with psycopg.connect(settings.database_url.conninfo(), autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{settings.database_schema}" CASCADE')
+        drop_scratch(tmp, settings)
     return 0
 
 
