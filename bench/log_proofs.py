@@ -12,7 +12,6 @@ positions and sizes, in turns. Prints the fill rate and each proof's p50 and p99
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -22,8 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.log_integrity import drop_scratch, scratch_settings  # noqa: E402
-from bootstrap import build_services  # noqa: E402
+from bench.log_integrity import scratch_services  # noqa: E402
 from projections.base import Envelope  # noqa: E402
 from projections.log_tree import NOTES_TABLE  # noqa: E402
 from projections.runner import apply_batch  # noqa: E402
@@ -53,21 +51,16 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--postgres", metavar="URL", help="postgresql://... (default: SQLite)")
-    args = parser.parse_args()
-    tmp, settings = scratch_settings(args.postgres)
-    services = build_services(settings)  # creates the store (and schema) like a server
-    store = services.store
-    try:
+    # Services like a server's: the store, its schema and the note key that signs.
+    with scratch_services(1_000_000) as (events, store_name, services):
+        store = services.store
         projections = [p for p in services.projections if p.name in TREE]
         started = time.perf_counter()
         with store.bulk_load():
-            for first in range(1, args.events + 1, BATCH):
+            for first in range(1, events + 1, BATCH):
                 apply_batch(store, projections, envelopes(first, BATCH))
         fill_s = time.perf_counter() - started
-        n = args.events
+        n = events
         sizes = sorted({n, *(random.randrange(n // 2, n) for _ in range(11))})
         with store.transaction() as cur:
             for size in sizes:  # the proofs need only the size to be a signed one
@@ -87,15 +80,11 @@ def main() -> int:
             t2 = time.perf_counter()
             timings["inclusion"].append(t1 - t0)
             timings["consistency"].append(t2 - t1)
-        store_name = "postgres" if args.postgres else "sqlite"
         print(f"[{store_name}] {n} events into {sorted(TREE & {p.name for p in projections})}")
         print(f"[{store_name}] fill: {fill_s:.1f} s, {n / fill_s:,.0f} events/s")
         for name, values in timings.items():
             p50, p99 = statistics.median(values) * 1000, percentile(values, 0.99) * 1000
             print(f"[{store_name}] {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({QUERIES} proofs)")
-    finally:
-        services.close()
-        drop_scratch(tmp, settings)
     return 0
 
 
