@@ -3,9 +3,10 @@ stored subtrees, and the ledgers of HMAC checkpoints and signed notes.
 
 `rm_log_links` holds one row per event (position, seq, aggregate, version, type, link,
 leaf), written in the runner's batch transaction, so it is exactly what the log looked
-like when each event arrived. The link and the Merkle leaf are hashed in one pass over
-the event (its header is encoded once, in the envelope); the tree's subtrees above the
-leaves go to `rm_log_nodes` (projections/log_tree.py). One projection keeps both, so the
+like when each event arrived. The link and the Merkle leaf are hashed in one loop (the
+header is encoded once, in the envelope; the payload is hashed for each, since what
+precedes it differs); the tree's subtrees above the leaves go to `rm_log_nodes`
+(projections/log_tree.py). One projection keeps both, so the
 tree needs no per-event row, no head of its own and no second tracking position. Both
 tables are a pure function of the log: a rebuild equals them unless the log was altered
 afterwards (then the drift names the altered positions).

@@ -1,8 +1,8 @@
 """The log's Merkle tree, kept by the chain projection, and the ledger of its signed notes.
 
 The tree is stored in two places, both written in the runner's batch transaction by the
-chain projection (projections/log_checkpoints.py), which hashes each event's header and
-payload for the link and the leaf in one pass:
+chain projection (projections/log_checkpoints.py), which hashes each event's link and
+leaf in one loop:
 
 - the leaf hash of each event sits beside its chain link, in `rm_log_links.leaf` (leaf
   index = seq - 1), so the tree adds no row and no index per event;
@@ -12,8 +12,9 @@ payload for the link and the leaf in one pass:
 
 Rows never change once written. A proof at any tree size is then two reads (a few
 ranges of leaves, a few ranges of nodes) and a few dozen hashes. Hashes are hex text,
-as the chain's links are: one column type on both stores, and an upgrade from the
-former layout is plain SQL (`migrate_former_layout`).
+as the chain's links are: one column type on both stores (bytes would need BLOB on one
+and BYTEA on the other), and an upgrade from the former layout is plain SQL
+(`migrate_former_layout`).
 
 `log_notes` is a ledger outside the rebuildable tables (as `log_checkpoints` is): one
 row per signed tree size, the C2SP checkpoint signed with the log's Ed25519 note key. The
