@@ -16,11 +16,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bootstrap import build_services  # noqa: E402
+from bootstrap import Services, build_services  # noqa: E402
 from domain.application import Tachograph  # noqa: E402
 from domain.session import Session  # noqa: E402
 from infra.log_scan import log_head, scan_events  # noqa: E402
@@ -46,9 +48,12 @@ def bulk_history(app: Tachograph, sessions: int, per_save: int) -> int:
     return int(app.recorder.max_notification_id() or 0)
 
 
-def main() -> int:
+@contextmanager
+def scratch_services(default_events: int) -> Iterator[tuple[int, str, Services]]:
+    """The command line's `--events` and store, and services over a fresh store there
+    (a temporary data directory, a fresh schema with `--postgres`), removed afterwards."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--events", type=int, default=default_events)
     parser.add_argument("--postgres", metavar="URL", help="postgresql://... (default: SQLite)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tachograph-bench-"))
@@ -58,11 +63,23 @@ def main() -> int:
     if args.postgres:
         url = Settings.from_env({"TACHOGRAPH_DATABASE_URL": args.postgres}).database_url
         settings = settings.with_(database_url=url, database_schema=f"b_{uuid.uuid4().hex[:8]}")
-    store_name = "postgres" if args.postgres else "sqlite"
     services = build_services(settings)
     try:
+        yield args.events, "postgres" if args.postgres else "sqlite", services
+    finally:
+        services.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        if settings.database_url is not None:
+            import psycopg
+
+            with psycopg.connect(settings.database_url.conninfo(), autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{settings.database_schema}" CASCADE')
+
+
+def main() -> int:
+    with scratch_services(200_000) as (events, store_name, services):
         started = time.perf_counter()
-        head = bulk_history(services.app, args.events // 2, per_save=500)
+        head = bulk_history(services.app, events // 2, per_save=500)
         print(f"[{store_name}] wrote {head} events in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
         services.runner.catch_up()
@@ -94,15 +111,6 @@ def main() -> int:
             f"[{store_name}] replay:    {head} events x {len(reports)} projections in {took:.2f} s "
             f"({head / took:,.0f} ev/s), drift={drift}"
         )
-    finally:
-        services.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-        if args.postgres:
-            import psycopg
-
-            assert settings.database_url is not None
-            with psycopg.connect(settings.database_url.conninfo(), autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{settings.database_schema}" CASCADE')
     return 0
 
 

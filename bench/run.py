@@ -442,6 +442,7 @@ def run_bench(
 
     from bench.approvals_load import bench_pending_approvals
     from bench.hook_latency import bench_hook_latency
+    from bench.merkle import bench_merkle
     from bench.otel_export import bench_otel_export
     from bench.otlp import bench_otlp
     from bench.policy_backtest import bench_policy
@@ -465,6 +466,8 @@ def run_bench(
         ("read_your_writes", bench_read_your_writes, n),
         ("task_board", bench_task_board, tasks),
         ("rebuild", bench_rebuild, events),
+        # The Merkle tree's share of the runner's and of ingest's time per event.
+        ("merkle", bench_merkle, 5000 if quick else 50_000),
         ("activity_search", bench_activity_search, search_rows),
         ("policy", bench_policy, policy_calls),
         ("otlp", partial(bench_otlp, wrk=wrk), seconds),

@@ -8,8 +8,10 @@ the event (domain/log_chain.py) minus the previous link: the header
 Proofs are built from complete subtrees only: every node an RFC 6962 audit path needs is
 the hash of a range [a, b) of leaves; that range splits into at most log2(n) complete,
 aligned subtrees (`level`, `index`: leaves [index * 2**level, (index + 1) * 2**level)),
-which a store keeps once written and never changes. So a proof at any tree size is one
-batch of point reads, whatever the size.
+which never changes once complete. A store need not keep every one of them: it keeps the
+leaves and the subtrees of every `STRIDE`th level (`is_stored`), and `from_stored` derives
+any other complete subtree from the at most 2**(STRIDE - 1) stored ones it is made of. So a
+proof at any tree size is one batch of reads, whatever the size.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ Node = tuple[int, int]  # (level, index) of a complete subtree
 NodeReader = Callable[[Iterable[Node]], Mapping[Node, bytes]]
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+# The levels of complete subtrees a store keeps: the leaves and every 4th level above.
+# Keeping every level costs a row per event on average; every 4th, one per 15 events,
+# and a subtree of another level is then at most 8 stored ones (7 hashes) away.
+STRIDE = 4
 
 
 class ProofError(ValueError):
@@ -60,6 +67,38 @@ def range_nodes(lo: int, hi: int) -> list[Node]:
         nodes.append((level, lo >> level))
         lo += 1 << level
     return nodes
+
+
+def is_stored(level: int) -> bool:
+    """Whether a store keeps the complete subtrees of this level (see STRIDE)."""
+    return level % STRIDE == 0
+
+
+def stored_under(node: Node) -> list[Node]:
+    """The stored complete subtrees a complete subtree is made of, left to right."""
+    level, index = node
+    base = level - level % STRIDE
+    span = 1 << (level - base)
+    return [(base, i) for i in range(index * span, (index + 1) * span)]
+
+
+def from_stored(read_stored: NodeReader) -> NodeReader:
+    """A reader of any complete subtree, over one that reads only stored ones (one call)."""
+
+    def read(nodes: Iterable[Node]) -> Mapping[Node, bytes]:
+        wanted = {node: stored_under(node) for node in nodes}
+        found = read_stored({part for parts in wanted.values() for part in parts})
+        return {node: _complete([found[p] for p in parts]) for node, parts in wanted.items()}
+
+    return read
+
+
+def _complete(hashes: Sequence[bytes]) -> bytes:
+    """The hash of a complete subtree from its 2**k aligned parts, left to right."""
+    level = list(hashes)
+    while len(level) > 1:
+        level = [node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
 
 
 def _fold(hashes: Sequence[bytes]) -> bytes:
@@ -219,6 +258,19 @@ class CompactRange:
             index, level = index >> 1, level + 1
             formed.append(((level, index), h))
         self.edge.append(h)
+        self.size += 1
+        return formed
+
+    def append_stored(self, leaf: bytes) -> list[tuple[Node, bytes]]:
+        """`append`, listing only the subtrees formed above the leaves that a store keeps."""
+        index, level, h, edge = self.size, 0, leaf, self.edge
+        formed = []
+        while index & 1:
+            h = node_hash(edge.pop(), h)
+            index, level = index >> 1, level + 1
+            if level % STRIDE == 0:
+                formed.append(((level, index), h))
+        edge.append(h)
         self.size += 1
         return formed
 

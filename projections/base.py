@@ -120,6 +120,10 @@ class Projection:
     # the values the new handlers derive; the DDL in `tables` declares the column too.
     added_columns: ClassVar[dict[str, tuple[str, ...]]] = {}
 
+    def upgrade(self, cur: Cursor) -> None:
+        """Bring live tables of a former layout to this one in place, where that needs no
+        replay of the log; runs at start-up before `added_columns` are checked."""
+
     # Indexes only readers use, never the handlers: a rebuild creates them after its
     # rows are in (one sort, instead of an index insert per row, which for a random
     # key touches a different page every time); live tables have them from the start.

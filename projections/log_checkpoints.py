@@ -1,14 +1,21 @@
-"""Log checkpoints read model: the hash chain's link per event, and the signed checkpoint ledger.
+"""Log checkpoints read model: the hash chain's link and Merkle leaf per event, the tree's
+stored subtrees, and the ledgers of HMAC checkpoints and signed notes.
 
-`rm_log_links` holds one row per event (position, seq, aggregate, version, type, link),
-written in the runner's batch transaction, so it is exactly what the log looked like
-when each event arrived. It is a pure function of the log: a rebuild equals it unless
-the log was altered afterwards (then the drift names the altered positions).
+`rm_log_links` holds one row per event (position, seq, aggregate, version, type, link,
+leaf), written in the runner's batch transaction, so it is exactly what the log looked
+like when each event arrived. The link and the Merkle leaf are hashed in one loop (the
+header is encoded once, in the envelope; the payload is hashed for each, since what
+precedes it differs); the tree's subtrees above the leaves go to `rm_log_nodes`
+(projections/log_tree.py). One projection keeps both, so the
+tree needs no per-event row, no head of its own and no second tracking position. Both
+tables are a pure function of the log: a rebuild equals them unless the log was altered
+afterwards (then the drift names the altered positions).
 
 `log_checkpoints` is a ledger, deliberately outside the projection's rebuildable
 tables: a checkpoint records what the chain *was*, so a rebuild, a replay or a swap
 never writes or rewrites one. The live projection appends a checkpoint in the same
-transaction as every 1,000th link; processes append one at shutdown.
+transaction as every 1,000th link; processes append one at shutdown. Signed notes of
+the tree go to `log_notes` likewise (projections/log_tree.py).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from hashlib import sha256
 from typing import Any
 
 from domain.log_chain import (
@@ -29,7 +37,16 @@ from domain.log_chain import (
     next_link,
 )
 from domain.log_verify import RecordedLink
+from domain.merkle import CompactRange
 from projections.base import Envelope, Projection
+from projections.log_cosignatures import COSIGNATURES_DDL
+from projections.log_tree import (
+    NODES_DDL,
+    NOTES_DDL,
+    TreeKeeper,
+    migrate_former_layout,
+    rows_through,
+)
 from projections.runner import ProjectionRunner
 from projections.store import Cursor, ReadStore
 
@@ -48,11 +65,13 @@ _CHECKPOINTS_DDL = (
 
 @dataclass(slots=True)
 class _Head:
-    """The chain's end within one transaction; advanced in place as events are linked."""
+    """The chain's and tree's end; advanced in place as events are linked."""
 
     position: int
     seq: int
     link: str
+    tree: CompactRange
+    signed_size: int  # a lower bound: re-read before a note is signed
 
 
 class LogChainProjection(Projection):
@@ -63,13 +82,20 @@ class LogChainProjection(Projection):
         "log_links": [
             "CREATE TABLE IF NOT EXISTS {t} (position BIGINT PRIMARY KEY, seq BIGINT NOT NULL, "
             "aggregate_id TEXT NOT NULL, version BIGINT NOT NULL, type TEXT NOT NULL, "
-            "link TEXT NOT NULL)",
+            "link TEXT NOT NULL, leaf TEXT NOT NULL)",
+            # Also how the tree reads leaves: leaf index = seq - 1.
             "CREATE UNIQUE INDEX IF NOT EXISTS {t}_seq ON {t} (seq)",
-            # The ledger is created beside the links but is not one of the projection's
-            # tables, so rebuilds never drop, compare or swap it.
+            # The ledgers are created beside the links but are none of the projection's
+            # tables, so rebuilds never drop, compare or swap them.
             _CHECKPOINTS_DDL,
-        ]
+            NOTES_DDL,
+            COSIGNATURES_DDL,
+        ],
+        "log_nodes": [NODES_DDL],
     }
+    # The leaf joined the links when the tree's own per-event table went away; a live
+    # table without it that `upgrade` could not fill in place is rebuilt from the log.
+    added_columns = {"log_links": ("leaf",)}
     deferred_indexes = {
         "log_links": [
             "CREATE INDEX IF NOT EXISTS {t}_key ON {t} (aggregate_id, version)",
@@ -85,9 +111,12 @@ class LogChainProjection(Projection):
         self.signing_key: str | None = None
         # Only the live chain appends to the ledger; a rebuild's chain is for comparison.
         self.records_checkpoints = prefix == LIVE_PREFIX
+        self.tree = TreeKeeper(self.t, records_notes=prefix == LIVE_PREFIX)
         self._head: tuple[weakref.ref[Cursor], _Head] | None = None
+        # The head as the last batch left it, reused by the next if still the store's.
+        self._last: _Head | None = None
         # Links of the current transaction not yet written (see end_batch).
-        self._links: list[tuple[int, int, str, int, str, str]] = []
+        self._links: list[tuple[int, int, str, int, str, str, str]] = []
 
     # Reads no other projection's rows and no other projection reads its rows mid-batch.
     applies_in_bulk = True
@@ -95,8 +124,13 @@ class LogChainProjection(Projection):
     def reads(self, event_type: str) -> bool:
         return True  # every event type, so the chain covers the whole log
 
+    def upgrade(self, cur: Cursor) -> None:
+        if self.prefix == LIVE_PREFIX:
+            migrate_former_layout(cur, self.t["log_links"], self.t["log_nodes"], self.name)
+
     def begin_batch(self, cur: Cursor) -> None:
         self._links = []
+        self.tree.nodes = []
 
     def apply(self, cur: Cursor, envelope: Envelope) -> None:
         """Append the event's link; the rows are written together at the end of the batch."""
@@ -106,15 +140,20 @@ class LogChainProjection(Projection):
         """`apply` for each envelope in order, in one loop: every event passes here."""
         head = self._current_head(cur)
         position, seq, link = head.position, head.seq, head.link
-        links = self._links
+        links, nodes, add = self._links, self.tree.nodes, head.tree.append_stored
         checkpoints = self.records_checkpoints
         for e in envelopes:
             if e.position <= position:
                 continue
             link = next_link(link, e.head, e.state)
+            digest = sha256(b"\x00" + e.head)  # leaf_hash(event_leaf(...)), no copies
+            digest.update(e.state)
+            leaf = digest.digest()
+            for (level, index), h in add(leaf):
+                nodes.append((level, index, h.hex()))
             seq += 1
             position = e.position
-            links.append((position, seq, e.key, e.version, e.type, link))
+            links.append((position, seq, e.key, e.version, e.type, link, leaf.hex()))
             if checkpoints and seq % CHECKPOINT_INTERVAL == 0:
                 checkpoint = Checkpoint(seq, position, link, PERIODIC, recorded_at=_now())
                 insert_checkpoint(cur, checkpoint.signed(self.signing_key))
@@ -124,26 +163,46 @@ class LogChainProjection(Projection):
         if self._links:
             cur.executemany(
                 f"INSERT INTO {self.t['log_links']} (position, seq, aggregate_id, version, "
-                "type, link) VALUES (?,?,?,?,?,?)",
+                "type, link, leaf) VALUES (?,?,?,?,?,?,?)",
                 self._links,
             )
+            self.tree.write(cur)
+            head = self._current_head(cur)
+            if self.tree.wants_note(head.seq - head.signed_size):
+                # The cached size is a lower bound (another replica may have signed).
+                head.signed_size = self.tree.signed_size(cur)
+                if self.tree.wants_note(head.seq - head.signed_size):
+                    self.tree.sign(cur, head.tree, head.position)
+                    head.signed_size = head.seq
         self._links = []
+        if self._head is not None and self._head[0]() is cur:
+            self._last = self._head[1]  # what this transaction leaves, if it commits
 
     def _current_head(self, cur: Cursor) -> _Head:
-        # The head is cached only for the transaction that produced it (one cursor per
-        # transaction): another process may extend the chain between our batches, and a
-        # rolled-back batch must not leave a head that was never committed.
+        # The head is cached for the transaction that produced it (one cursor per
+        # transaction). The next transaction reads the store's last link: another process
+        # may have extended the chain between our batches, and a rolled-back batch must
+        # not leave a head that was never committed. Only when that row is still the one
+        # our last batch ended on is its tree edge reused; the link commits to the whole
+        # log before it, so the edge it ended with is still the tree's.
         if self._head is not None and self._head[0]() is cur:
             return self._head[1]
         cur.execute(
             f"SELECT position, seq, link FROM {self.t['log_links']} ORDER BY position DESC LIMIT 1"
         )
         row = cur.fetchone()
-        head = (
-            _Head(0, 0, GENESIS)
+        position, seq, link = (
+            (0, 0, GENESIS)
             if row is None
-            else _Head(int(row["position"]), int(row["seq"]), str(row["link"]))
+            else (int(row["position"]), int(row["seq"]), str(row["link"]))
         )
+        last = self._last
+        if last is not None and (last.position, last.seq, last.link) == (position, seq, link):
+            head = last
+        else:
+            head = _Head(position, seq, link, self.tree.load(cur, seq), 0)
+            head.signed_size = self.tree.signed_size(cur) if self.tree.records_notes else 0
+        self._last = None  # until this transaction's batch is written
         self._head = (weakref.ref(cur), head)
         return head
 
@@ -243,23 +302,11 @@ def all_checkpoints(store: ReadStore, upto: int | None = None) -> list[Checkpoin
     return [_checkpoint(r) for r in store.query(sql + " ORDER BY seq", params)]
 
 
-def rows_through(store: ReadStore, table: str, upto: int, batch: int) -> Iterator[dict[str, Any]]:
-    """A per-event table's rows at or below a position, in log order, read in pages."""
-    after = 0
-    while True:
-        rows = store.query(
-            f"SELECT * FROM {table} WHERE position > ? AND position <= ? ORDER BY position LIMIT ?",
-            (after, upto, batch),
-        )
-        yield from rows
-        if len(rows) < batch:
-            return
-        after = int(rows[-1]["position"])
-
-
 def recorded_links(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLink]:
     """The live chain's links at or below a position, in log order, read in pages."""
-    for r in rows_through(store, LINKS_TABLE, upto, batch):
+    # Not the leaf beside each link: `verify` reads every link, and leaves only on a mismatch.
+    columns = "position, seq, aggregate_id, version, type, link"
+    for r in rows_through(store, LINKS_TABLE, upto, batch, columns):
         yield RecordedLink(
             position=int(r["position"]),
             seq=int(r["seq"]),

@@ -1,11 +1,20 @@
-"""The log's Merkle tree read model and the ledger of its signed checkpoints (signed notes).
+"""The log's Merkle tree, kept by the chain projection, and the ledger of its signed notes.
 
-`rm_log_leaves` holds one row per event (leaf index, position, leaf hash) and
-`rm_log_nodes` every complete subtree above the leaves (level, index, hash), written in
-the runner's batch transaction as each subtree completes; rows never change afterwards.
-An inclusion or consistency proof at any tree size is then one or two batches of point
-reads (domain/merkle.py). Both tables are a pure function of the log, rebuilt exactly by
-`replay`; like the hash chain, a rebuild may never replace them unless equal.
+The tree is stored in two places, both written in the runner's batch transaction by the
+chain projection (projections/log_checkpoints.py), which hashes each event's link and
+leaf in one loop:
+
+- the leaf hash of each event sits beside its chain link, in `rm_log_links.leaf` (leaf
+  index = seq - 1), so the tree adds no row and no index per event;
+- `rm_log_nodes` keeps the complete subtrees of every fourth level (4, 8, 12, ...; see
+  domain/merkle.py `STRIDE`), about one row per 15 events; a subtree of any other level
+  is derived on demand from the at most eight stored ones it is made of.
+
+Rows never change once written. A proof at any tree size is then two reads (a few
+ranges of leaves, a few ranges of nodes) and a few dozen hashes. Hashes are hex text,
+as the chain's links are: one column type on both stores (bytes would need BLOB on one
+and BYTEA on the other), and an upgrade from the former layout is plain SQL
+(`migrate_former_layout`).
 
 `log_notes` is a ledger outside the rebuildable tables (as `log_checkpoints` is): one
 row per signed tree size, the C2SP checkpoint signed with the log's Ed25519 note key. The
@@ -20,127 +29,81 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from hashlib import sha256
 from typing import Any
 
-from domain.merkle import CompactRange, Node, range_nodes
+from domain.merkle import STRIDE, CompactRange, Node, from_stored, range_nodes
 from domain.merkle_verify import RecordedLeaf
-from projections.base import Envelope, Projection
-from projections.log_checkpoints import rows_through
-from projections.log_cosignatures import COSIGNATURES_DDL
 from projections.store import Cursor, ReadStore
 
 log = logging.getLogger(__name__)
 
 LIVE_PREFIX = "rm_"
-LEAVES_TABLE = LIVE_PREFIX + "log_leaves"
+LINKS_TABLE = LIVE_PREFIX + "log_links"
 NODES_TABLE = LIVE_PREFIX + "log_nodes"
 NOTES_TABLE = "log_notes"
+# The former layout's per-event table (one leaf row each), dropped on upgrade.
+FORMER_LEAVES_TABLE = LIVE_PREFIX + "log_leaves"
+FORMER_TRACKING = "log_tree"
 
 # (tree size, root hash) -> the signed note of that checkpoint.
 CheckpointSigner = Callable[[int, bytes], str]
 
-_NOTES_DDL = (
+NOTES_DDL = (
     f"CREATE TABLE IF NOT EXISTS {NOTES_TABLE} (size BIGINT PRIMARY KEY, "
     "position BIGINT NOT NULL, root TEXT NOT NULL, note TEXT NOT NULL, recorded_at TEXT NOT NULL)"
 )
+NODES_DDL = (
+    "CREATE TABLE IF NOT EXISTS {t} (level INTEGER NOT NULL, idx BIGINT NOT NULL, "
+    "hash TEXT NOT NULL, PRIMARY KEY (level, idx))"
+)
 
 
-@dataclass(slots=True)
-class _Head:
-    position: int
-    tree: CompactRange
-    signed_size: int
+class TreeKeeper:
+    """The chain projection's tree work: stored subtrees as they form, and signed notes."""
 
-
-class LogTreeProjection(Projection):
-    """Adds every event as a leaf and keeps each complete subtree as it forms."""
-
-    name = "log_tree"
-    tables = {
-        "log_leaves": [
-            "CREATE TABLE IF NOT EXISTS {t} (idx BIGINT PRIMARY KEY, "
-            "position BIGINT NOT NULL, hash TEXT NOT NULL)",
-            "CREATE UNIQUE INDEX IF NOT EXISTS {t}_position ON {t} (position)",
-            # The ledgers sit beside the tree but are none of its tables (never rebuilt).
-            _NOTES_DDL,
-            COSIGNATURES_DDL,
-        ],
-        "log_nodes": [
-            "CREATE TABLE IF NOT EXISTS {t} (level INTEGER NOT NULL, idx BIGINT NOT NULL, "
-            "hash TEXT NOT NULL, PRIMARY KEY (level, idx))",
-        ],
-    }
-    swap_requires_equal = True
-    applies_in_bulk = True
-
-    def __init__(self, prefix: str = LIVE_PREFIX) -> None:
-        super().__init__(prefix)
+    def __init__(self, tables: Mapping[str, str], records_notes: bool) -> None:
+        self.tables = tables  # logical name -> table: "log_links", "log_nodes"
         # Set by the composition root; None: the tree is kept but nothing is signed.
         self.signer: CheckpointSigner | None = None
         self.every_events = 1000
         self.every_seconds = 60.0
-        self.records_notes = prefix == LIVE_PREFIX
-        self._head: tuple[weakref.ref[Cursor], _Head] | None = None
-        self._leaves: list[tuple[int, int, str]] = []
-        self._nodes: list[tuple[int, int, str]] = []
+        self.records_notes = records_notes
+        self.nodes: list[tuple[int, int, str]] = []  # formed this batch, not yet written
         self._last_signed_at = time.monotonic()
 
-    def reads(self, event_type: str) -> bool:
-        return True  # every event is a leaf
+    def load(self, cur: Cursor, size: int) -> CompactRange:
+        """The right edge of the tree of `size` leaves, read back from the store."""
+        edge = range_nodes(0, size)
+        found = read_nodes(cur, self.tables, edge)
+        return CompactRange(size, [found[n] for n in edge])
 
-    def begin_batch(self, cur: Cursor) -> None:
-        self._leaves, self._nodes = [], []
+    def signed_size(self, cur: Cursor) -> int:
+        cur.execute(f"SELECT MAX(size) AS size FROM {NOTES_TABLE}")
+        row = cur.fetchone()
+        return int(row["size"]) if row and row["size"] is not None else 0
 
-    def apply(self, cur: Cursor, envelope: Envelope) -> None:
-        self.apply_all(cur, [envelope])
-
-    def apply_all(self, cur: Cursor, envelopes: Sequence[Envelope]) -> None:
-        head = self._current_head(cur)
-        tree, position = head.tree, head.position
-        for e in envelopes:
-            if e.position <= position:
-                continue
-            position = e.position
-            digest = sha256(b"\x00" + e.head)  # leaf_hash(event_leaf(...)), no copies
-            digest.update(e.state)
-            leaf = digest.digest()
-            for (level, index), h in tree.append(leaf):
-                if level == 0:
-                    self._leaves.append((index, position, h.hex()))
-                else:
-                    self._nodes.append((level, index, h.hex()))
-        head.position = position
-
-    def end_batch(self, cur: Cursor) -> None:
-        if self._leaves:
+    def write(self, cur: Cursor) -> None:
+        if self.nodes:
             cur.executemany(
-                f"INSERT INTO {self.t['log_leaves']} (idx, position, hash) VALUES (?,?,?)",
-                self._leaves,
+                f"INSERT INTO {self.tables['log_nodes']} (level, idx, hash) VALUES (?,?,?)",
+                self.nodes,
             )
-        if self._nodes:
-            cur.executemany(
-                f"INSERT INTO {self.t['log_nodes']} (level, idx, hash) VALUES (?,?,?)",
-                self._nodes,
-            )
-        if self._leaves and self.records_notes and self.signer is not None:
-            head = self._current_head(cur)
-            due = head.tree.size - head.signed_size >= self.every_events or (
-                time.monotonic() - self._last_signed_at >= self.every_seconds
-            )
-            if due:
-                self._sign(cur, head)
-        self._leaves, self._nodes = [], []
+        self.nodes = []
 
-    def _sign(self, cur: Cursor, head: _Head) -> None:
+    def wants_note(self, unsigned: int) -> bool:
+        """Whether a batch that leaves `unsigned` leaves past the last note should sign."""
+        if not self.records_notes or self.signer is None or unsigned <= 0:
+            return False
+        return unsigned >= self.every_events or (
+            time.monotonic() - self._last_signed_at >= self.every_seconds
+        )
+
+    def sign(self, cur: Cursor, tree: CompactRange, position: int) -> None:
         assert self.signer is not None
-        size, root = head.tree.size, head.tree.root()
-        insert_note(cur, size, head.position, root, self.signer(size, root))
-        head.signed_size = size
+        size, root = tree.size, tree.root()
+        insert_note(cur, size, position, root, self.signer(size, root))
         self._last_signed_at = time.monotonic()
 
     def sign_head(self, store: ReadStore) -> int | None:
@@ -148,31 +111,16 @@ class LogTreeProjection(Projection):
         if self.signer is None or not self.records_notes:
             return None
         with store.transaction() as cur:
-            head = self._load_head(cur)
-            if head.tree.size <= head.signed_size:
+            cur.execute(
+                f"SELECT position, seq FROM {self.tables['log_links']} "
+                "ORDER BY position DESC LIMIT 1"
+            )
+            row = cur.fetchone()
+            if row is None or int(row["seq"]) <= self.signed_size(cur):
                 return None
-            self._sign(cur, head)
-            return head.tree.size
-
-    def _current_head(self, cur: Cursor) -> _Head:
-        # Cached for one transaction only (one cursor each): another replica may grow
-        # the tree between our batches, and a rolled-back batch must leave nothing.
-        if self._head is not None and self._head[0]() is cur:
-            return self._head[1]
-        head = self._load_head(cur)
-        self._head = (weakref.ref(cur), head)
-        return head
-
-    def _load_head(self, cur: Cursor) -> _Head:
-        cur.execute(f"SELECT idx, position FROM {self.t['log_leaves']} ORDER BY idx DESC LIMIT 1")
-        row = cur.fetchone()
-        size, position = (0, 0) if row is None else (int(row["idx"]) + 1, int(row["position"]))
-        edge = range_nodes(0, size)
-        found = read_nodes(cur, self.t, edge)
-        cur.execute(f"SELECT MAX(size) AS size FROM {NOTES_TABLE}")
-        signed = cur.fetchone()
-        signed_size = int(signed["size"]) if signed and signed["size"] is not None else 0
-        return _Head(position, CompactRange(size, [found[n] for n in edge]), signed_size)
+            tree = self.load(cur, int(row["seq"]))
+            self.sign(cur, tree, int(row["position"]))
+            return tree.size
 
 
 def _now() -> str:
@@ -201,68 +149,122 @@ class _Reader:
         return list(self.source.fetchall())
 
 
-def read_nodes(
+def _runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted indexes as inclusive runs of consecutive ones: a proof's parts are runs."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def read_stored_nodes(
     source: Cursor | ReadStore, tables: Mapping[str, str], nodes: Iterable[Node]
 ) -> dict[Node, bytes]:
-    """The hashes of complete subtrees: one query for leaves, one for the nodes above."""
+    """The hashes of stored subtrees: one range read of leaves, one of the levels above."""
     reader = _Reader(source)
-    wanted = set(nodes)
+    by_level: dict[int, set[int]] = {}
+    for level, index in nodes:
+        by_level.setdefault(level, set()).add(index)
     found: dict[Node, bytes] = {}
-    leaves = sorted(i for level, i in wanted if level == 0)
+    leaves = _runs(by_level.pop(0, ()))
     if leaves:
-        marks = ",".join("?" * len(leaves))
-        for r in reader.query(
-            f"SELECT idx, hash FROM {tables['log_leaves']} WHERE idx IN ({marks})", leaves
-        ):
-            found[(0, int(r["idx"]))] = bytes.fromhex(r["hash"])
-    upper = sorted(n for n in wanted if n[0] > 0)
+        # Leaf index i is the event of seq i + 1 (the chain's unique seq index).
+        where = " OR ".join("seq BETWEEN ? AND ?" for _ in leaves)
+        params = [v + 1 for run in leaves for v in run]
+        for r in reader.query(f"SELECT seq, leaf FROM {tables['log_links']} WHERE {where}", params):
+            found[(0, int(r["seq"]) - 1)] = bytes.fromhex(r["leaf"])
+    upper = [(level, run) for level, idx in sorted(by_level.items()) for run in _runs(idx)]
     if upper:
-        where = " OR ".join("(level = ? AND idx = ?)" for _ in upper)
-        params = [v for n in upper for v in n]
+        where = " OR ".join("(level = ? AND idx BETWEEN ? AND ?)" for _ in upper)
+        params = [v for level, (lo, hi) in upper for v in (level, lo, hi)]
         for r in reader.query(
             f"SELECT level, idx, hash FROM {tables['log_nodes']} WHERE {where}", params
         ):
             found[(int(r["level"]), int(r["idx"]))] = bytes.fromhex(r["hash"])
+    wanted = {(level, i) for level, idx in by_level.items() for i in idx}
+    wanted |= {(0, i) for lo, hi in leaves for i in range(lo, hi + 1)}
     missing = wanted - found.keys()
     if missing:
         raise LookupError(f"the Merkle read model lacks subtrees {sorted(missing)[:3]}")
     return found
 
 
+def read_nodes(
+    source: Cursor | ReadStore, tables: Mapping[str, str], nodes: Iterable[Node]
+) -> Mapping[Node, bytes]:
+    """The hashes of any complete subtrees, derived from the stored ones (one read each)."""
+    return from_stored(lambda stored: read_stored_nodes(source, tables, stored))(nodes)
+
+
 def live_tables() -> dict[str, str]:
-    return {"log_leaves": LEAVES_TABLE, "log_nodes": NODES_TABLE}
+    return {"log_links": LINKS_TABLE, "log_nodes": NODES_TABLE}
+
+
+def keeper_of(projections: Iterable[object]) -> TreeKeeper | None:
+    """The live tree's keeper among the projections (the chain projection holds it)."""
+    for projection in projections:
+        keeper = getattr(projection, "tree", None)
+        if isinstance(keeper, TreeKeeper):
+            return keeper
+    return None
 
 
 def attach_note_signer(
-    projections: Iterable[Projection],
+    projections: Iterable[object],
     signer: CheckpointSigner | None,
     every_events: int,
     every_seconds: float,
 ) -> None:
-    """Give the live tree projection the note key's signer and when to sign."""
-    for projection in projections:
-        if isinstance(projection, LogTreeProjection):
-            projection.signer = signer
-            projection.every_events = every_events
-            projection.every_seconds = every_seconds
+    """Give the live tree the note key's signer and when to sign."""
+    keeper = keeper_of(projections)
+    if keeper is not None:
+        keeper.signer = signer
+        keeper.every_events = every_events
+        keeper.every_seconds = every_seconds
 
 
-def sign_log_head(projections: Iterable[Projection], store: ReadStore) -> int | None:
+def sign_log_head(projections: Iterable[object], store: ReadStore) -> int | None:
     """Sign the live tree's head if unsigned (never fails a job or a shutdown)."""
-    tree = next((p for p in projections if isinstance(p, LogTreeProjection)), None)
-    if tree is None:
+    keeper = keeper_of(projections)
+    if keeper is None:
         return None
     try:
-        return tree.sign_head(store)
+        return keeper.sign_head(store)
     except Exception as exc:  # noqa: BLE001 - the next batch or job signs instead
         log.warning("no signed checkpoint recorded: %s: %s", type(exc).__name__, exc)
         return None
 
 
+def rows_through(
+    store: ReadStore, table: str, upto: int, batch: int, columns: str = "*"
+) -> Iterator[dict[str, Any]]:
+    """A per-event table's rows at or below a position, in log order, read in pages."""
+    after = 0
+    while True:
+        rows = store.query(
+            f"SELECT {columns} FROM {table} WHERE position > ? AND position <= ? "
+            "ORDER BY position LIMIT ?",
+            (after, upto, batch),
+        )
+        yield from rows
+        if len(rows) < batch:
+            return
+        after = int(rows[-1]["position"])
+
+
 def recorded_leaves(store: ReadStore, upto: int, batch: int = 10_000) -> Iterator[RecordedLeaf]:
     """The live tree's leaves at or below a position, in log order, read in pages."""
-    for r in rows_through(store, LEAVES_TABLE, upto, batch):
-        yield RecordedLeaf(int(r["idx"]), int(r["position"]), bytes.fromhex(r["hash"]))
+    for r in rows_through(store, LINKS_TABLE, upto, batch, "position, seq, leaf"):
+        yield RecordedLeaf(int(r["seq"]) - 1, int(r["position"]), bytes.fromhex(r["leaf"]))
+
+
+def leaf_at(store: ReadStore, position: int) -> tuple[int, bytes] | None:
+    """The leaf index and leaf hash recorded for the event at a position, if any."""
+    row = store.query_one(f"SELECT seq, leaf FROM {LINKS_TABLE} WHERE position = ?", (position,))
+    return None if row is None else (int(row["seq"]) - 1, bytes.fromhex(row["leaf"]))
 
 
 def signed_notes(store: ReadStore) -> list[tuple[int, int, str]]:
@@ -272,6 +274,44 @@ def signed_notes(store: ReadStore) -> list[tuple[int, int, str]]:
 
 
 def tree_size(store: ReadStore) -> int:
-    """How many leaves the live tree holds."""
-    row = store.query_one(f"SELECT MAX(idx) AS idx FROM {LEAVES_TABLE}")
-    return 0 if row is None or row["idx"] is None else int(row["idx"]) + 1
+    """How many leaves the live tree holds (one per chained event)."""
+    row = store.query_one(f"SELECT MAX(seq) AS seq FROM {LINKS_TABLE}")
+    return 0 if row is None or row["seq"] is None else int(row["seq"])
+
+
+def migrate_former_layout(cur: Cursor, links_table: str, nodes_table: str, chain: str) -> None:
+    """Upgrade the former layout (a leaf row per event in `rm_log_leaves`, a node row for
+    every level, kept by a `log_tree` projection of its own) to this one, in place.
+
+    In place keeps the links and leaves as they were recorded on arrival, which a rebuild
+    from the log (perhaps altered since) would not. Only possible when both projections
+    had reached the same position; otherwise the links table is left without its `leaf`
+    column and the runner rebuilds the chain and tree from the log (`added_columns`).
+    """
+    if not cur.columns(FORMER_LEAVES_TABLE):
+        return
+    cur.execute(
+        "SELECT name, position FROM projection_tracking WHERE name IN (?, ?)",
+        (chain, FORMER_TRACKING),
+    )
+    positions = {str(r["name"]): int(r["position"]) for r in cur.fetchall()}
+    links = cur.columns(links_table)
+    if links and "leaf" not in links and positions.get(chain) == positions.get(FORMER_TRACKING):
+        cur.execute(
+            f"SELECT (SELECT COUNT(*) FROM {links_table}) AS links, "
+            f"(SELECT COUNT(*) FROM {FORMER_LEAVES_TABLE}) AS leaves"
+        )
+        counts = cur.fetchone()
+        in_place = counts is not None and counts["links"] == counts["leaves"]
+    else:
+        in_place = False
+    if in_place:
+        log.warning("moving the Merkle tree's leaves beside the chain's links (one-off)")
+        cur.execute(f"ALTER TABLE {links_table} ADD COLUMN leaf TEXT")
+        cur.execute(
+            f"UPDATE {links_table} SET leaf = (SELECT hash FROM {FORMER_LEAVES_TABLE} l "
+            f"WHERE l.position = {links_table}.position)"
+        )
+        cur.execute(f"DELETE FROM {nodes_table} WHERE level % ? <> 0", (STRIDE,))
+    cur.drop(FORMER_LEAVES_TABLE)
+    cur.execute("DELETE FROM projection_tracking WHERE name = ?", (FORMER_TRACKING,))

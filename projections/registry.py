@@ -11,7 +11,6 @@ from projections.deliveries import DeliveriesProjection
 from projections.hook_audit import HookAuditProjection
 from projections.learned import LearnedProjection
 from projections.log_checkpoints import LogChainProjection
-from projections.log_tree import LogTreeProjection
 from projections.policies import PoliciesProjection
 from projections.schedules import SchedulesProjection
 from projections.self_update_cycles import SelfUpdateCyclesProjection
@@ -30,7 +29,6 @@ PROJECTION_TYPES: tuple[type[Projection], ...] = (
     TimelineProjection,
     ActivityProjection,
     LogChainProjection,
-    LogTreeProjection,
     TasksProjection,
     TaskActivityProjection,
     SchedulesProjection,

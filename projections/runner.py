@@ -58,6 +58,8 @@ def ensure_schema(store: ReadStore, projections: Iterable[Projection]) -> None:
     it from the log."""
     projections = list(projections)
     with store.transaction() as cur:
+        for projection in projections:
+            projection.upgrade(cur)
         outdated = {p.name for p in projections if _lacks_added_columns(cur, p)}
         for projection in projections:
             if projection.name in outdated:

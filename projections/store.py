@@ -303,7 +303,9 @@ class _PGCursor(Cursor):
                 "WHERE table_schema = current_schema() AND table_name = %s",
                 (table,),
             )
-            types = {r["column_name"]: r["data_type"] for r in self._cur.fetchall()}
+            # Through `fetchall` (synced): in pipeline mode a bare fetch could be handed an
+            # earlier statement's result (seen at start-up: "DELETE 0").
+            types = {r["column_name"]: r["data_type"] for r in self.fetchall()}
             _COLUMN_TYPES[table] = types
         return types
 

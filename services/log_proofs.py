@@ -15,7 +15,7 @@ from typing import Any
 from domain.errors import NotFound, RuleViolation
 from domain.merkle import consistency_proof, inclusion_proof
 from projections.log_cosignatures import COSIGNATURES_TABLE, cosignature_lines
-from projections.log_tree import LEAVES_TABLE, NOTES_TABLE, live_tables, read_nodes
+from projections.log_tree import NOTES_TABLE, leaf_at, live_tables, read_nodes
 from projections.store import ReadStore
 
 
@@ -73,10 +73,10 @@ def signed_checkpoint(store: ReadStore, size: int, field: str) -> SignedCheckpoi
 def inclusion(store: ReadStore, position: int, tree_size: int) -> dict[str, Any]:
     """`{position, leafIndex, treeSize, leafHash, hashes}` for one event."""
     checkpoint = signed_checkpoint(store, tree_size, "treeSize")
-    row = store.query_one(f"SELECT idx, hash FROM {LEAVES_TABLE} WHERE position = ?", (position,))
-    if row is None:
+    leaf = leaf_at(store, position)
+    if leaf is None:
         raise NotFound(f"no event at position {position} in the Merkle tree", field="position")
-    index = int(row["idx"])
+    index, leaf_hash = leaf
     if index >= checkpoint.size:
         raise RuleViolation(
             f"position {position} is leaf {index}, not in the tree of size {tree_size}",
@@ -87,7 +87,7 @@ def inclusion(store: ReadStore, position: int, tree_size: int) -> dict[str, Any]
         "position": position,
         "leafIndex": index,
         "treeSize": tree_size,
-        "leafHash": b64(bytes.fromhex(row["hash"])),
+        "leafHash": b64(leaf_hash),
         "hashes": [b64(h) for h in proof],
     }
 

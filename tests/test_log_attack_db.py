@@ -3,7 +3,7 @@
 The attacker holds the log's real signing key and the database. Each trial the honest log
 grows through the API, an auditor keeps every checkpoint it is shown, and two running
 witnesses cosign the latest. Then the attacker rewrites one stored event or cuts the
-tail IN THE DATABASE, rebuilds the Merkle tree tables from the altered log and signs it
+tail IN THE DATABASE, rebuilds the chain and Merkle tree tables from the altered log and signs it
 with the real key, so the server serves the forged checkpoint and proofs. Every witness
 refuses it, no consistency proof from the auditor's kept checkpoint to it verifies, and
 `tachograph verify --checkpoint` names the first position that no longer matches (the
@@ -34,7 +34,7 @@ from domain.merkle import ProofError, verify_consistency
 from domain.signed_note import CheckpointBody, VerifierKey, open_note
 from infra.note_key import NoteKey, ed25519_check, load_note_key
 from infra.settings import Settings
-from projections.log_tree import LogTreeProjection
+from projections.log_checkpoints import LogChainProjection
 from projections.runner import decode
 from services.log_audit import check_kept_checkpoints
 from tests.log_tamper import Tamper
@@ -85,17 +85,19 @@ class Attacker(Tamper):
             cur.executemany(self._sql(f"INSERT INTO {{t}} ({columns}) VALUES (?,?,?,?,?)"), rows)
 
     def resign(self) -> None:
-        """Rebuild the tree tables from the log as it now is and sign its head."""
-        tree = LogTreeProjection()
-        tree.signer, tree.every_events = self.key.sign_checkpoint, 1
+        """Rebuild the chain's and the tree's tables from the log as it now is (the leaves
+        sit beside the links) and sign its head; the HMAC ledger is left as it was."""
+        chain = LogChainProjection()
+        chain.records_checkpoints = False
+        chain.tree.signer, chain.tree.every_events = self.key.sign_checkpoint, 1
         app, store = self.stores.app, self.stores.store
         envelopes = [decode(app, n) for n in app.recorder.select_notifications(1, 1_000_000)]
         with store.transaction() as cur:
-            for table in ("rm_log_leaves", "rm_log_nodes", "log_notes", "log_cosignatures"):
+            for table in ("rm_log_links", "rm_log_nodes", "log_notes", "log_cosignatures"):
                 cur.execute(f"DELETE FROM {table}")
-            tree.begin_batch(cur)
-            tree.apply_all(cur, envelopes)
-            tree.end_batch(cur)
+            chain.begin_batch(cur)
+            chain.apply_all(cur, envelopes)
+            chain.end_batch(cur)
 
 
 def served(client: TestClient, key: VerifierKey) -> tuple[str, CheckpointBody]:

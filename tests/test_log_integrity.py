@@ -19,6 +19,8 @@ from domain.log_verify import VerifyReport
 from infra.settings import Settings
 from projections import log_checkpoints
 from projections.log_checkpoints import CHECKPOINTS_TABLE, LINKS_TABLE, LogChainProjection
+from projections.log_tree import NODES_TABLE
+from projections.rebuild import rebuild
 from projections.runner import ProjectionRunner
 from services.log_audit import verify_log
 from tests.audit_support import KEY, audited_services, bulk_history, read_store
@@ -153,13 +155,33 @@ def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def recompute_chain_without_the_key(services: Services) -> None:
-    """What someone with database access but no signing key can do: rebuild chain and ledger."""
+def recompute_chain_without_the_key(services: Services, *, with_tree: bool = False) -> None:
+    """What someone with database access but no signing key can do: rebuild chain and ledger.
+
+    The leaves sit beside the links and the chain's projection keeps the tree: rerunning
+    it (`with_tree`) rewrites the tree too. Otherwise only the link column and the ledger
+    are rewritten, and the tree stays as it was recorded on arrival."""
+    chain = LogChainProjection("scratch_")
+    chain.records_checkpoints = True  # into the one ledger, as the live chain would
     with services.store.transaction() as cur:
-        cur.execute(f"DELETE FROM {LINKS_TABLE}")
         cur.execute(f"DELETE FROM {CHECKPOINTS_TABLE}")
-        cur.execute("UPDATE projection_tracking SET position = 0 WHERE name = 'log_checkpoints'")
-    ProjectionRunner(services.app, services.store, [LogChainProjection()]).catch_up()
+        if with_tree:
+            cur.execute(f"DELETE FROM {LINKS_TABLE}")
+            cur.execute(f"DELETE FROM {NODES_TABLE}")
+            cur.execute(
+                "UPDATE projection_tracking SET position = 0 WHERE name = 'log_checkpoints'"
+            )
+    if with_tree:
+        ProjectionRunner(services.app, services.store, [LogChainProjection()]).catch_up()
+        return
+    rebuild(services.app, services.store, [chain])
+    with services.store.transaction() as cur:
+        cur.execute(
+            f"UPDATE {LINKS_TABLE} SET link = (SELECT link FROM scratch_log_links s "
+            f"WHERE s.position = {LINKS_TABLE}.position)"
+        )
+        for table in chain.t.values():
+            cur.drop(table)
 
 
 def test_cli_verify_and_an_auditors_copy_catch_a_recomputed_history(
@@ -192,6 +214,13 @@ def test_cli_verify_and_an_auditors_copy_catch_a_recomputed_history(
         assert audited.stdout.startswith("BROKEN at position 1001: edited.")
         as_json = json.loads(run_cli(settings, "verify", "--json", "--against", str(kept)).stdout)
         assert as_json["ok"] is False and as_json["source"] == "file"
+
+        # Rerunning the chain's projection rewrites the tree beside it as well: the signed
+        # checkpoints of the tree still catch it, at the first one after the edit.
+        recompute_chain_without_the_key(services, with_tree=True)
+        retreed = run_cli(settings, "verify")
+        assert retreed.returncode == 1, retreed.stdout
+        assert retreed.stdout.startswith("BROKEN at position 2000: checkpoint_mismatch.")
 
 
 def test_cli_verify_rejects_a_file_that_is_not_a_checkpoint_export(

@@ -8,10 +8,10 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from domain.merkle import range_nodes
+from domain.merkle import range_nodes, stored_under
 from infra.settings import Settings
 from projections.log_checkpoints import CHECKPOINTS_TABLE, LINKS_TABLE
-from projections.log_tree import LEAVES_TABLE, NODES_TABLE, NOTES_TABLE
+from projections.log_tree import NODES_TABLE, NOTES_TABLE
 from tests.audit_support import read_store
 from tests.log_tamper import Tamper
 from tests.support import run_cli
@@ -56,10 +56,10 @@ def test_a_tail_cut_from_the_log_and_the_chain_is_named_by_the_signed_checkpoint
     for position in (head, head - 1):
         tamper.delete(position)
     with read_store(settings) as store, store.transaction() as cur:
-        # What an operator holding only the HMAC key can rewrite: the chain and its ledger.
+        # What an operator holding only the HMAC key can rewrite: the chain (and the
+        # leaves beside its links) and its ledger.
         for table, column in ((LINKS_TABLE, "position"), (CHECKPOINTS_TABLE, "position")):
             cur.execute(f"DELETE FROM {table} WHERE {column} >= ?", (head - 1,))
-        cur.execute(f"DELETE FROM {LEAVES_TABLE} WHERE position >= ?", (head - 1,))
     report = verify(settings)
     assert report["break"]["kind"] == "truncated", report
     assert report["break"]["position"] == head - 1
@@ -87,16 +87,19 @@ def test_a_checkpoint_altered_in_the_ledger_no_longer_verifies(settings: Setting
 def test_a_tree_altered_in_the_read_model_is_named(settings: Settings) -> None:
     head = recorded(settings, sessions=5)
     with read_store(settings) as store:
-        size = int(store.query(f"SELECT COUNT(*) AS n FROM {LEAVES_TABLE}")[0]["n"])
-        level, index = range_nodes(0, size)[-1]  # on the right edge: part of the root
-        table, where = (
-            (LEAVES_TABLE, "idx = ?") if level == 0 else (NODES_TABLE, "level = ? AND idx = ?")
-        )
+        size = int(store.query(f"SELECT COUNT(*) AS n FROM {LINKS_TABLE}")[0]["n"])
+        # On the right edge, so part of the root: the last stored row it is made of.
+        level, index = stored_under(range_nodes(0, size)[-1])[-1]
         with store.transaction() as cur:
-            cur.execute(
-                f"UPDATE {table} SET hash = ? WHERE {where}",
-                ("00" * 32, *([index] if level == 0 else [level, index])),
-            )
+            if level == 0:  # a leaf, kept beside its chain link (leaf index = seq - 1)
+                cur.execute(
+                    f"UPDATE {LINKS_TABLE} SET leaf = ? WHERE seq = ?", ("00" * 32, index + 1)
+                )
+            else:
+                cur.execute(
+                    f"UPDATE {NODES_TABLE} SET hash = ? WHERE level = ? AND idx = ?",
+                    ("00" * 32, level, index),
+                )
     report = verify(settings)
     assert report["break"]["kind"] == "merkle_mismatch", report
     # A leaf is named by its position; a subtree above the leaves by the head.

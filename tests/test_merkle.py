@@ -12,7 +12,9 @@ from domain.merkle import (
     Node,
     ProofError,
     consistency_proof,
+    from_stored,
     inclusion_proof,
+    is_stored,
     leaf_hash,
     node_hash,
     root_from_inclusion,
@@ -163,3 +165,23 @@ def test_arguments_no_proof_can_have_are_refused() -> None:
         root_from_inclusion(0, 0, ROOTS[0], [])
     with pytest.raises(ProofError, match="empty"):
         verify_consistency(1, 2, ROOTS[0], ROOTS[1], [])
+
+
+def test_proofs_from_the_stored_levels_alone_equal_proofs_from_every_subtree() -> None:
+    hashes = [leaf_hash(b"event %d" % i) for i in range(300)]
+    every, kept = Tree([]), CompactRange()
+    stored: dict[Node, bytes] = {}
+    for index, h in enumerate(hashes):
+        every.nodes.update(every.edge.append(h))
+        stored[(0, index)] = h
+        stored.update(kept.append_stored(h))
+    assert all(is_stored(level) for level, _ in stored)
+    assert len(stored) - len(hashes) == 300 // 16 + 300 // 256  # levels 4 and 8
+    read = from_stored(lambda wanted: {node: stored[node] for node in wanted})
+    for size in (1, 15, 16, 17, 255, 256, 257, 300):
+        assert root_hash(size, read) == root_hash(size, every.read) == mth(hashes[:size])
+        for index in {0, size // 2, size - 1}:
+            assert inclusion_proof(index, size, read) == inclusion_proof(index, size, every.read)
+        for old in {1, size // 3, size - 1} - {0}:
+            assert consistency_proof(old, size, read) == consistency_proof(old, size, every.read)
+    assert kept.root() == every.edge.root()

@@ -47,8 +47,8 @@ def test_chain_links_and_hook_records_are_written_to_few_b_trees(services: Servi
     # Positions past 2**31 still fit: the SQLite key is a 64-bit rowid.
     with services.store.transaction() as cur:
         cur.execute(
-            "INSERT INTO rm_log_links (position, seq, aggregate_id, version, type, link) "
-            "VALUES (?, ?, 'a', 1, 't', 'l')",
+            "INSERT INTO rm_log_links (position, seq, aggregate_id, version, type, link, leaf) "
+            "VALUES (?, ?, 'a', 1, 't', 'l', 'f')",
             (2**40, 2**40),
         )
     assert services.store.query_one("SELECT MAX(position) AS p FROM rm_log_links") == {"p": 2**40}

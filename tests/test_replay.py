@@ -121,7 +121,9 @@ def test_swap_of_the_chain_is_refused_when_the_log_was_altered(
     chain = [p for p in services.projections if isinstance(p, LogChainProjection)]
     [report] = replay(services.app, services.store, chain, swap=True)
     assert report.drift and not report.swapped and report.swap_refused
-    [links] = report.tables
+    # The links (and the leaves beside them) drift from the altered event on; the tree's
+    # stored subtrees may too, depending on where the event falls.
+    links = next(t for t in report.tables if t.table.endswith("log_links"))
     assert links.changed[0] == "position=150" and len(links.changed) == 20  # capped list
     assert services.store.query(f"SELECT * FROM {LINKS_TABLE} ORDER BY position") == live_links
 
