@@ -48,6 +48,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "otel_export",
         "policy",
         "otlp",
+        "merkle",
         *once,
     }
     for name, figure in figures.items():
@@ -67,6 +68,14 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
     beside = otlp["beside_hooks"]  # the gateway alone, then while exports flow
     assert beside["exports_per_s"] > 0 and beside["export_errors"] == 0
     assert set(beside["gateway_overhead_beside_ms"]) == {"p50", "p99"}
+
+    merkle = figures["merkle"]  # the tree's upkeep beside the chain alone and ingest
+    per_event = merkle["us_per_event"]  # the tree's cost is their difference (noisy in --quick)
+    assert min(per_event[k] for k in ("chain_only", "chain_and_tree", "runner")) > 0
+    assert merkle["tree_us_per_event"] == pytest.approx(
+        per_event["chain_and_tree"] - per_event["chain_only"]
+    )
+    assert merkle["ingest_events_per_s"] > 0
 
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0
