@@ -95,9 +95,17 @@ def _timed(
     return took
 
 
-def bench_merkle(store: Any, events: int, work: Path) -> dict[str, Any]:
+def bench_merkle(
+    store: Any,
+    events: int,
+    work: Path,
+    *,
+    services_of: Callable[[Any], Any],
+    ingest: Callable[[Any, int, Path], dict[str, Any]],
+) -> dict[str, Any]:
+    """`services_of` and `ingest`: bench/run.py's (handed in: bench/run.py imports this
+    module)."""
     from bench.policy_backtest import fill
-    from bench.run import _services, bench_ingest
     from projections.registry import all_projections
 
     tree_names = {"log_checkpoints", "log_tree"}
@@ -105,7 +113,7 @@ def bench_merkle(store: Any, events: int, work: Path) -> dict[str, Any]:
     def with_tree() -> list[Projection]:
         return [p for p in all_projections(prefix="bench_") if p.name in tree_names]
 
-    services = _services(store)
+    services = services_of(store)
     try:
         app = services.app
         fill(app, services.runner, events)
@@ -126,8 +134,8 @@ def bench_merkle(store: Any, events: int, work: Path) -> dict[str, Any]:
         services.close()
     per_event = {name: statistics.median(v) / len(envelopes) * 1e6 for name, v in runs.items()}
     tree_us = per_event["chain_and_tree"] - per_event["chain_only"]
-    ingest = bench_ingest(store, 3, work)
-    ingest_us = 1e6 / ingest["events_per_s"]
+    ingested = ingest(store, 3, work)
+    ingest_us = 1e6 / ingested["events_per_s"]
     return {
         "workload": (
             f"{len(envelopes)} recorded PreToolUse dispatches applied {BATCH} per transaction, "
@@ -136,7 +144,7 @@ def bench_merkle(store: Any, events: int, work: Path) -> dict[str, Any]:
         "us_per_event": per_event,
         "tree_us_per_event": tree_us,
         "tree_share_of_runner": tree_us / per_event["runner"],
-        "ingest_events_per_s": ingest["events_per_s"],
+        "ingest_events_per_s": ingested["events_per_s"],
         "ingest_wall_us_per_event": ingest_us,
         "tree_share_of_ingest": tree_us / ingest_us,
         "projections": sorted(p.name for p in with_tree()),

@@ -467,7 +467,11 @@ def run_bench(
         ("task_board", bench_task_board, tasks),
         ("rebuild", bench_rebuild, events),
         # The Merkle tree's share of the runner's and of ingest's time per event.
-        ("merkle", bench_merkle, 5000 if quick else 50_000),
+        (
+            "merkle",
+            partial(bench_merkle, services_of=_services, ingest=bench_ingest),
+            5000 if quick else 50_000,
+        ),
         ("activity_search", bench_activity_search, search_rows),
         ("policy", bench_policy, policy_calls),
         ("otlp", partial(bench_otlp, wrk=wrk), seconds),
