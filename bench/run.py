@@ -441,6 +441,7 @@ def run_bench(
     from rich.console import Console
 
     from bench.approvals_load import bench_pending_approvals
+    from bench.bundle_verify import bench_bundle_verify
     from bench.hook_latency import bench_hook_latency
     from bench.merkle import bench_merkle
     from bench.otel_export import bench_otel_export
@@ -472,6 +473,8 @@ def run_bench(
             partial(bench_merkle, services_of=_services, ingest=bench_ingest),
             5000 if quick else 50_000,
         ),
+        # An auditor's offline check of one session's evidence bundle.
+        ("bundle_verify", partial(bench_bundle_verify, services_of=_services), 1000),
         ("activity_search", bench_activity_search, search_rows),
         ("policy", bench_policy, policy_calls),
         ("otlp", partial(bench_otlp, wrk=wrk), seconds),

@@ -49,6 +49,7 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         "policy",
         "otlp",
         "merkle",
+        "bundle_verify",
         *once,
     }
     for name, figure in figures.items():
@@ -76,6 +77,9 @@ def test_quick_bench_reports_each_figure_beside_its_baseline(
         per_event["chain_and_tree"] - per_event["chain_only"]
     )
     assert merkle["ingest_events_per_s"] > 0
+
+    bundled = figures["bundle_verify"]  # an auditor's offline check of one session
+    assert bundled["events"] >= 1000 and bundled["cli_verify_s"] > bundled["verify_s"]["best"] > 0
 
     held = figures["pending_approvals"]
     assert held["held"] == 200 and held["gateway_beside_held"]["p50_ms"] > 0
