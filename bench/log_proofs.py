@@ -23,11 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.log_integrity import scratch_services  # noqa: E402
 from projections.base import Envelope  # noqa: E402
+from projections.log_checkpoints import LogChainProjection  # noqa: E402
 from projections.log_tree import NOTES_TABLE  # noqa: E402
 from projections.runner import apply_batch  # noqa: E402
 from services.log_proofs import consistency, inclusion  # noqa: E402
 
-TREE = {"log_checkpoints", "log_tree"}  # the projections that keep chain and tree
+TREE = {LogChainProjection.name}  # the projection that keeps chain and tree
 BATCH = 5000
 QUERIES = 400
 STAMP = b'{"timestamp":{"_type_":"datetime_iso","_data_":"2026-12-01T10:00:00.000000+00:00"}'

@@ -21,6 +21,7 @@ from typing import Any
 
 from domain.log_chain import GENESIS, next_link
 from projections.base import Envelope, Projection
+from projections.log_checkpoints import LogChainProjection
 from projections.rebuild import drop_tables
 from projections.runner import apply_batch, decode, ensure_tracking_row
 from projections.store import Cursor, ReadStore
@@ -108,10 +109,8 @@ def bench_merkle(
     from bench.policy_backtest import fill
     from projections.registry import all_projections
 
-    tree_names = {"log_checkpoints", "log_tree"}
-
     def with_tree() -> list[Projection]:
-        return [p for p in all_projections(prefix="bench_") if p.name in tree_names]
+        return [p for p in all_projections(prefix="bench_") if p.name == LogChainProjection.name]
 
     services = services_of(store)
     try:

@@ -55,16 +55,11 @@ class UsageRecorded:
 class UsageRecorder:
     """Appends reported requests; answers once they are durable."""
 
-    def __init__(self, committer: GroupCommitter, hold_s: float = HOLD_S) -> None:
+    def __init__(self, committer: GroupCommitter) -> None:
         self.committer = committer
-        self.hold_s = hold_s
         # Appends waiting for their window, per event loop (the flush runs on the loop
         # whose requests wait for it, so it cannot be lost with another loop).
         self._held: dict[asyncio.AbstractEventLoop, list[_Held]] = {}
-
-    async def record(self, placed: Sequence[Placed], actor: str) -> UsageRecorded:
-        """Append and wait until durable."""
-        return await self.submit(placed, actor)
 
     def submit(self, placed: Sequence[Placed], actor: str) -> Awaitable[UsageRecorded]:
         """Queue the appends now; what is returned waits until they are durable."""
@@ -88,13 +83,10 @@ class UsageRecorder:
         return _recorded(waits)
 
     def _hold(self, loop: asyncio.AbstractEventLoop, item: _Held) -> None:
-        if self.hold_s <= 0:
-            self.committer.enqueue(*item)
-            return
         held = self._held.get(loop)
         if held is None:
             held = self._held[loop] = []
-            loop.call_later(self.hold_s, self._flush, loop)
+            loop.call_later(HOLD_S, self._flush, loop)
         held.append(item)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
