@@ -172,7 +172,8 @@ def test_an_active_ask_rule_counts_in_the_longest_hold(client: TestClient) -> No
     before = client.get("/api/health").json()["longestHoldS"]
     revision = record(client, held)
     assert client.get("/api/health").json()["longestHoldS"] == before  # not active yet
-    client.post(f"/api/policy/revisions/{revision['id']}/activate")
+    activated = client.post(f"/api/policy/revisions/{revision['id']}/activate")
+    assert activated.status_code == 200, activated.text
     assert client.get("/api/health").json()["longestHoldS"] == 321
 
 
