@@ -123,6 +123,17 @@ class Services:
             self.usage_figures.refresh()
             self.usage_figures.start()
 
+    def start_receiving(self) -> None:
+        """What the OTLP receiver's own process runs (api/app.py:create_receiver_app):
+        credentials kept current; the read models are the main process's to build."""
+        self.credentials.refresh()
+        self.credentials.start()
+
+    def stop_receiving(self) -> None:
+        """Answer what is queued, then close (the receiver's process is ending)."""
+        self.credentials.stop()
+        self.close()
+
     def stop(self) -> None:
         """Stop jobs, then projections, then close connections (idempotent)."""
         if not self.started:

@@ -30,6 +30,7 @@ from api.routes import (
     learned,
     metrics,
     policy,
+    receiver_status,
     schedules,
     self_update,
     self_update_workflow,
@@ -118,12 +119,42 @@ def create_app(
     # Both ahead of the FastAPI routes; the hook routes, the hottest, first of all.
     install_otlp_routes(app)
     install_hook_routes(app)
-    # The body is read only once the credential in the headers was accepted.
+    install_middleware(app, services, settings)
+    return app
+
+
+def create_receiver_app(settings: Settings, services: Services | None = None) -> FastAPI:
+    """The OTLP receiver alone, for the process `serve` starts with TACHOGRAPH_OTLP_PORT
+    (cli/otlp_receiver.py): the same routes, credentials, body caps and error answers
+    as on the main port, and the shared log; no projections, jobs or other routes, so
+    exports cost the hooks' process nothing but reading what they appended."""
+    services = services or build_services(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        services.start_receiving()
+        try:
+            yield
+        finally:
+            services.stop_receiving()
+
+    app = FastAPI(lifespan=lifespan, **framework_options())
+    app.state.collaborators = collaborators_of(services)
+    app.state.services = services
+    install_error_handlers(app)
+    app.include_router(receiver_status.router)
+    install_otlp_routes(app)
+    install_middleware(app, services, settings)
+    return app
+
+
+def install_middleware(app: FastAPI, services: Services, settings: Settings) -> None:
+    """Every request's path through the checks, outermost last: the body is read only
+    once the credential in the headers was accepted."""
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware, fastapi_app=app, credentials=services.credentials)
     app.add_middleware(QueryGuardMiddleware)
     app.add_middleware(ObservabilityMiddleware, fastapi_app=app, access_log=settings.access_log)
-    return app
 
 
 def collaborators_of(services: Services) -> Collaborators:

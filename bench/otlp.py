@@ -73,34 +73,57 @@ def _event(record: dict[str, Any]) -> str:
 def bench_otlp(
     store: Store, seconds: int, work: Path, *, wrk: Callable[..., dict[str, float]]
 ) -> dict[str, Any]:
-    """`wrk`: bench/run.py's load generator (handed in: bench/run.py imports this module)."""
-    port = free_port()
+    """`wrk`: bench/run.py's load generator (handed in: bench/run.py imports this module).
+
+    The same loads on the main port (the receiver beside the hooks, in serve's process)
+    and on TACHOGRAPH_OTLP_PORT (the receiver in a process of its own)."""
+    port, own_port = free_port(), free_port()
     with (
         policy_handler() as (hook_url, extra),
-        serve(store, port, work / "serve-otlp.log", extra),
+        serve(
+            store, port, work / "serve-otlp.log", {**extra, "TACHOGRAPH_OTLP_PORT": str(own_port)}
+        ),
         httpx.Client() as http,
     ):
         base = f"http://127.0.0.1:{port}"
         hook = {"session_id": NATIVE, "hook_event_name": "SessionStart", "source": "startup"}
         httpx.post(f"{base}/hooks/claude", json=hook).raise_for_status()
-        url = f"{base}/v1/logs"
-        body = export_body()
-        wrk(url, body, 2, connections=CONNECTIONS, unique=UNIQUE)  # warm-up
-        before = _recorded(base)
-        measured = wrk(url, body, seconds, connections=CONNECTIONS, unique=UNIQUE)
-        recorded = _recorded(base) - before
-        beside = _gateway_beside_exports(http, base, hook_url, url, body, seconds, wrk)
+        figures = {}
+        for name, url in (
+            ("main_port", f"{base}/v1/logs"),
+            ("own_process", f"http://127.0.0.1:{own_port}/v1/logs"),
+        ):
+            figures[name] = _receiver_figures(http, base, hook_url, url, seconds, wrk)
     return {
         "workload": (
             f"POST /v1/logs, Claude Code's export shape, wrk {CONNECTIONS} connections"
-            f" x {seconds} s"
+            f" x {seconds} s; then {BESIDE_CONNECTIONS} paced exporters beside the gateway;"
+            " on serve's port, then on the receiver's own (TACHOGRAPH_OTLP_PORT)"
         ),
+        **figures,
+    }
+
+
+def _receiver_figures(
+    http: httpx.Client,
+    base: str,
+    hook_url: str,
+    url: str,
+    seconds: int,
+    wrk: Callable[..., dict[str, float]],
+) -> dict[str, Any]:
+    body = export_body()
+    wrk(url, body, 2, connections=CONNECTIONS, unique=UNIQUE)  # warm-up
+    before = _recorded(base)
+    measured = wrk(url, body, seconds, connections=CONNECTIONS, unique=UNIQUE)
+    recorded = _recorded(base) - before
+    return {
         "requests_per_s": measured["rps"],
         "errors": measured["non2xx"],
         "acknowledged": measured["requests"] - measured["non2xx"],
         # Every acknowledged export recorded its one model request.
         "model_requests_recorded": recorded,
-        "beside_hooks": beside,
+        "beside_hooks": _gateway_beside_exports(http, base, hook_url, url, body, seconds, wrk),
     }
 
 

@@ -84,10 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """API, projections and scheduler in one process."""
     import signal
 
-    import uvicorn
-
     from api.app import create_app
-    from api.read_deadlines import with_deadlines
+    from cli.http_serve import run_http
     from infra.logs import configure_logging
     from projections.log_checkpoints import warn_if_unsigned
 
@@ -96,20 +94,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     warn_if_unsigned(settings.log_signing_key)
     _warn_short_hooks(settings)
     placed = _pin_cpu(settings.serve_cpu)
-    app = create_app(settings, long_lived=True, on_started=placed)
+    receiver = _otlp_receiver(settings, args.host)
+
+    def started(services: Any) -> None:
+        if placed is not None:
+            placed(services)
+        if receiver is not None:
+            receiver.start()  # its CPU is chosen away from the one serve was placed on
+
+    app = create_app(settings, long_lived=True, on_started=started)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # previous handler; a no-op one lets a clean shutdown end with exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        access_log=False,
-        http=with_deadlines(settings.http_header_timeout_s, settings.http_body_timeout_s),
-    )
+    try:
+        run_http(app, args.host, args.port, settings)
+    finally:
+        if receiver is not None:
+            receiver.stop()
     return 0
+
+
+def _otlp_receiver(settings: Any, host: str) -> Any:
+    """The OTLP receiver's own process when TACHOGRAPH_OTLP_PORT is set (cli/otlp_receiver.py)."""
+    if settings.otlp_port is None:
+        return None
+    from cli.otlp_receiver import ReceiverProcess
+
+    return ReceiverProcess(settings, host, settings.otlp_port)
 
 
 def _warn_short_hooks(settings: Any) -> None:
@@ -381,12 +393,14 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.keys import add_parser as add_keys_parser
     from cli.log_proofs import add_parser as add_log_parser
     from cli.log_proofs import cli_log
+    from cli.otlp_receiver import add_parser as add_receiver_parser
     from cli.policy import add_parser as add_policy_parser
     from cli.policy_test import add_test_parser, cli_policy_test
     from cli.witness import add_parser as add_witness_parser
 
     add_keys_parser(sub)
     sub.choices["keys"].set_defaults(func=cmd_keys)
+    add_receiver_parser(sub)
     add_log_parser(sub)
     sub.choices["log"].set_defaults(
         func=lambda args: cli_log(_log_settings(args), args, sys.stdout)

@@ -236,18 +236,25 @@ def _records(payload: Any) -> Iterator[tuple[str | None, dict[str, Any]]]:
     """(service.name, record) of every log record of an export, whatever else it holds."""
     if not isinstance(payload, dict):
         return
-    for resource_logs in payload.get("resourceLogs") or ():
+    for resource_logs in _listed(payload, "resourceLogs"):
         if not isinstance(resource_logs, dict):
             continue
         resource = resource_logs.get("resource")
         service = attributes(resource.get("attributes") if isinstance(resource, dict) else None)
         name = service.get("service.name")
-        for scope_logs in resource_logs.get("scopeLogs") or ():
+        for scope_logs in _listed(resource_logs, "scopeLogs"):
             if not isinstance(scope_logs, dict):
                 continue
-            for record in scope_logs.get("logRecords") or ():
+            for record in _listed(scope_logs, "logRecords"):
                 if isinstance(record, dict):
                     yield (name if isinstance(name, str) else None), record
+
+
+def _listed(container: dict[str, Any], key: str) -> list[Any]:
+    """A repeated field of the request; absent or not a list (`"scopeLogs": 3`) is taken
+    as empty, like any other part of an export nothing can be read from."""
+    value = container.get(key)
+    return value if isinstance(value, list) else []
 
 
 def model_requests(payload: Any) -> MappedLogs:

@@ -129,6 +129,9 @@ class Settings:
     access_log: bool = False
     # `serve`'s CPU: `auto` (one of the allowed CPUs), `all` (no pinning) or a CPU number.
     serve_cpu: str = "auto"
+    # `serve` runs the OTLP receiver in a process of its own on this port (None: exports
+    # are taken on the main port only, beside the hooks).
+    otlp_port: int | None = None
     # How long a read (or a command) waits for the read models to reach a position.
     read_wait_s: float = 5.0
     # Secrets named by hook handlers' secretEnv, captured at start-up.
@@ -293,6 +296,7 @@ class Settings:
             ),
             access_log=get.flag("TACHOGRAPH_ACCESS_LOG"),
             serve_cpu=get.cpu("TACHOGRAPH_SERVE_CPU"),
+            otlp_port=get.port("TACHOGRAPH_OTLP_PORT"),
             http_header_timeout_s=get.number(
                 "TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", 10, 0.1, 3600, float
             ),
@@ -367,6 +371,14 @@ class _Reader:
                 raise SettingsError(f"{name}: expected loopback port numbers, got {part!r}")
             ports.append(int(part))
         return tuple(sorted(set(ports)))
+
+    def port(self, name: str) -> int | None:
+        raw = self.text(name)
+        if raw is None:
+            return None
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 65535:
+            raise SettingsError(f"{name}: expected a port number (1-65535), got {raw!r}")
+        return int(raw)
 
     def flag(self, name: str) -> bool:
         raw = (self.env.get(name) or "0").strip().lower()

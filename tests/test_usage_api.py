@@ -201,6 +201,10 @@ def test_what_no_runtime_is_mapped_for_is_taken_and_ignored(client: TestClient) 
     assert export_logs(client, unknown).json() == {}
     assert export_logs(client, {}).json() == {}
     assert export_logs(client, {"resourceLogs": [None, 3, {"scopeLogs": "x"}]}).json() == {}
+    # Repeated fields that are not lists at all (a number once answered 500).
+    for odd in ({"resourceLogs": 7}, {"resourceLogs": [{"scopeLogs": 3}]}):
+        assert export_logs(client, odd).json() == {}
+    assert export_logs(client, {"resourceLogs": [{"scopeLogs": [{"logRecords": 5}]}]}).json() == {}
     assert read(client, "/api/usage")["items"] == []
 
 

@@ -1,0 +1,196 @@
+"""The OTLP receiver in a process of its own, started by `serve` when
+TACHOGRAPH_OTLP_PORT is set (docs/usage.md, "The receiver's own port").
+
+A fleet's exporters post thousands of small exports a second; on the main port each
+costs the event loop, the interpreter lock and the core the hooks' answers need. Here
+they cost a second process: it authenticates, decodes, maps and appends to the same
+log through its own group commit, and the main process only reads what was appended
+(its projections follow the log, as they follow another replica's appends).
+
+The child is given its settings through a pipe, never its environment, and without
+the secrets it has no use for (the log signing key, the Coder hook secret, hook
+handlers' secrets): it holds the database URL and the admin key, which it needs to
+append and to check credentials. It ends with `serve` (SIGTERM from the kernel if
+`serve` dies without stopping it) and `serve` starts it again if it ends alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
+
+log = logging.getLogger("tachograph.otlp_receiver")
+
+STARTUP_S: Final = 60.0
+STOP_S: Final = 10.0
+# A receiver that ends alone is started again after this, doubling up to the cap.
+RESTART_S: Final = (1.0, 30.0)
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def receiver_settings(settings: Settings) -> Settings:
+    """What the receiver's process is given: the secrets it never uses are left out."""
+    return dataclasses.replace(
+        settings, log_signing_key=None, coder_hook_secret=None, secrets={}, otlp_port=None
+    )
+
+
+class ReceiverProcess:
+    """`serve`'s handle on its receiver: start it, keep it running, stop it."""
+
+    def __init__(self, settings: Settings, host: str, port: int) -> None:
+        self.settings = settings
+        self.host = host
+        self.port = port
+        self.url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        """Start the receiver and wait until it answers; RuntimeError if it cannot."""
+        import httpx
+
+        self._spawn()
+        deadline = time.monotonic() + STARTUP_S
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"TACHOGRAPH_OTLP_PORT: the OTLP receiver could not start on "
+                    f"{self.host}:{self.port} (exit status {self._proc.returncode}; its "
+                    "reason is logged above)"
+                )
+            try:
+                httpx.get(f"{self.url}/health", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            self.stop()
+            raise RuntimeError(f"TACHOGRAPH_OTLP_PORT: no answer from {self.url} in time")
+        log.info("OTLP receiver on %s:%d (pid %d)", self.host, self.port, self._proc.pid)
+        self._watcher = threading.Thread(target=self._watch, name="otlp-receiver", daemon=True)
+        self._watcher.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _spawn(self) -> None:
+        argv = [sys.executable, "-m", "cli.main", "otlp-receiver"]
+        argv += ["--host", self.host, "--port", str(self.port), "--parent", str(os.getpid())]
+        pinned = _pinned_cpu()
+        if pinned is not None:
+            argv += ["--avoid-cpu", str(pinned)]
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE)
+        assert proc.stdin is not None
+        with proc.stdin:
+            proc.stdin.write(pickle.dumps(receiver_settings(self.settings)))
+        self._proc = proc
+
+    def _watch(self) -> None:
+        delay, cap = RESTART_S
+        while not self._stopping.is_set():
+            proc = self._proc
+            assert proc is not None
+            status = proc.wait()
+            if self._stopping.is_set():
+                return
+            log.warning("OTLP receiver ended (exit status %s); starting it again", status)
+            if self._stopping.wait(delay):
+                return
+            delay = min(delay * 2, cap)
+            self._spawn()
+
+
+def _pinned_cpu() -> int | None:
+    """The one CPU serve keeps its threads on, if it is pinned (infra/cpu_affinity.py)."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return None
+    return next(iter(cpus)) if len(cpus) == 1 else None
+
+
+# --- the receiver's own process -------------------------------------------------------
+
+
+def run_receiver(args: argparse.Namespace) -> int:
+    """`tachograph otlp-receiver`: what `serve` starts; its settings arrive on stdin."""
+    from api.app import create_receiver_app
+    from cli.http_serve import run_http
+    from infra.logs import configure_logging
+
+    _end_with_parent(args.parent)
+    settings: Settings = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - from serve
+    configure_logging(settings.log_level, _secrets_of(settings))
+    _away_from(args.avoid_cpu)
+    app = create_receiver_app(settings)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)  # uvicorn's own handler ends it cleanly
+    run_http(app, args.host, args.port, settings)
+    return 0
+
+
+def _secrets_of(settings: Settings) -> list[str | None]:
+    url = settings.database_url
+    return [settings.api_key, url.password if url is not None else None]
+
+
+def _end_with_parent(parent: int | None) -> None:
+    """SIGTERM when `serve` ends, however it ends (Linux; elsewhere serve stops it)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if parent is not None and os.getppid() != parent:  # serve ended before the request took
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _away_from(cpu: int | None) -> None:
+    """Run on another CPU than serve's, when serve is pinned and there is another."""
+    from infra.cpu_affinity import allowed_cpus, pin_to
+
+    allowed = allowed_cpus()
+    if cpu is None or allowed is None or len(allowed - {cpu}) == 0:
+        return
+    pin_to(min(allowed - {cpu}))
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "otlp-receiver",
+        help="the OTLP receiver alone (serve starts it when TACHOGRAPH_OTLP_PORT is set)",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--avoid-cpu", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--parent", type=int, default=None, help=argparse.SUPPRESS)
+    parser.set_defaults(func=run_receiver)
+    return parser

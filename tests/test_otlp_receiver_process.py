@@ -1,0 +1,200 @@
+"""`serve` with TACHOGRAPH_OTLP_PORT: the OTLP receiver in a process of its own, on both
+stores.
+
+What is checked through the real processes: an export to the receiver's port is the
+session's usage on the main port, once however often it is sent; the receiver refuses
+what the main port refuses (no token, a reader's, another workspace's); it holds none
+of serve's secrets in its environment; it ends with serve, however serve ends, and
+serve starts it again when it ends alone; a port it cannot take stops serve with the
+setting named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from domain.lifecycle import agent_session_uuid
+from infra.settings import Settings
+from tests.support import Server, free_port
+from tests.test_usage_api import CLAUDE_LOGS, CLAUDE_NATIVE, TWO_REQUESTS, with_session
+
+ADMIN = "receiver-admin-key-0123456789abcdef"
+SIGNING = "receiver-signing-key-0123456789abcdef"
+JSON = {"content-type": "application/json"}
+
+
+class Running:
+    """serve, its receiver's URL and an admin client of the main port."""
+
+    def __init__(self, server: Server, receiver: str) -> None:
+        self.server = server
+        self.receiver = receiver
+        self.main = httpx.Client(
+            base_url=server.url, headers={"x-tachograph-key": ADMIN}, timeout=30
+        )
+
+    def issue(self, role: str, **binding: str) -> str:
+        label = "-".join((role, *binding.values()))
+        answer = self.main.post("/api/keys", json={"role": role, "label": label, **binding})
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["secret"])
+
+    def receiver_pid(self) -> int:
+        health = httpx.get(f"{self.receiver}/health", timeout=5)
+        assert health.json()["role"] == "otlp-receiver"
+        # Each thread lists the children it started (the watcher starts a replacement).
+        tasks = Path(f"/proc/{self.server.popen.pid}/task")
+        pids = [int(p) for t in tasks.iterdir() for p in (t / "children").read_text().split()]
+        live = [p for p in pids if not _zombie(p)]
+        assert len(live) == 1, pids
+        return live[0]
+
+
+def start(settings: Settings, tmp_path: Path, port: int | None = None) -> Server:
+    env = {"TACHOGRAPH_OTLP_PORT": str(port or free_port()), "TACHOGRAPH_LOG_SIGNING_KEY": SIGNING}
+    return Server(settings.with_(api_key=ADMIN), tmp_path / "serve.log", env)
+
+
+@pytest.fixture
+def running(settings: Settings, tmp_path: Path) -> Iterator[Running]:
+    port = free_port()
+    server = start(settings, tmp_path, port)
+    try:
+        server.wait_ready(headers={"x-tachograph-key": ADMIN})
+        ran = Running(server, f"http://127.0.0.1:{port}")
+        with ran.main:
+            yield ran
+    finally:
+        server.kill()
+
+
+def export(running: Running, token: str | None, body: Any, **headers: str) -> httpx.Response:
+    sent = {**JSON, **headers}
+    if token is not None:
+        sent["x-tachograph-key"] = token
+    return httpx.post(f"{running.receiver}/v1/logs", content=json.dumps(body), headers=sent)
+
+
+def test_an_export_to_the_receivers_port_is_the_sessions_usage_once(running: Running) -> None:
+    agent = running.issue("agent", workspaceId="default")
+    hook = {"session_id": CLAUDE_NATIVE, "hook_event_name": "SessionStart", "source": "startup"}
+    started = httpx.post(
+        f"{running.server.url}/hooks/claude", json=hook, headers={"x-tachograph-key": agent}
+    )
+    assert started.status_code == 200, started.text
+    session_id = str(agent_session_uuid(f"claude-code:{CLAUDE_NATIVE}"))
+    taken = export(running, agent, CLAUDE_LOGS)
+    assert (taken.status_code, taken.json()) == (200, {})
+    position = taken.headers["x-tachograph-position"]
+    # The main process reads what the receiver appended: its read models follow the log.
+    session = running.main.get(f"/api/sessions/{session_id}", params={"minPosition": position})
+    assert session.status_code == 200, session.text
+    assert session.json()["usage"] == TWO_REQUESTS
+    again = export(running, agent, CLAUDE_LOGS)  # the exporter's retry
+    assert again.json() == {} and "x-tachograph-position" not in again.headers
+    by_session = running.main.get("/api/usage", params={"groupBy": "session"}).json()["items"]
+    assert by_session == [{"key": session_id, **TWO_REQUESTS}]
+    counted = httpx.get(f"{running.receiver}/metrics").text
+    assert 'tachograph_otlp_records_total{outcome="recorded",signal="logs"} 2.0' in counted
+    assert 'tachograph_otlp_records_total{outcome="repeated",signal="logs"} 2.0' in counted
+
+
+def test_the_receiver_refuses_what_the_main_port_refuses(
+    running: Running, settings: Settings
+) -> None:
+    nobody = export(running, None, CLAUDE_LOGS)
+    main = httpx.post(
+        f"{running.server.url}/v1/logs", content=json.dumps(CLAUDE_LOGS), headers=JSON
+    )
+    assert (nobody.status_code, nobody.json()) == (401, main.json())
+    assert export(running, running.issue("reader"), CLAUDE_LOGS).status_code == 403
+    (settings.workspace_root / "team-b").mkdir()
+    added = running.main.post("/api/workspaces", json={"id": "team-b", "path": "team-b"})
+    assert added.status_code in (200, 201), added.text
+    other = running.main.post("/api/sessions", json={"workspaceId": "team-b"}).json()["id"]
+    bound = running.issue("agent", workspaceId="default")
+    refused = export(
+        running, bound, with_session(CLAUDE_LOGS, "other-1"), **{"x-tachograph-session-id": other}
+    )
+    assert refused.status_code == 200
+    assert refused.json()["partialSuccess"]["rejectedLogRecords"] == "2"
+    bad = httpx.post(
+        f"{running.receiver}/v1/logs",
+        content=b'{"resourceLogs": NaN}',
+        headers={**JSON, "x-tachograph-key": bound},
+    )
+    assert bad.status_code == 400 and "NaN" in bad.json()["message"]
+    usage = running.main.get("/api/usage", params={"groupBy": "workspace"}).json()["items"]
+    assert usage == []
+
+
+def test_the_receiver_holds_none_of_serves_secrets_in_its_environment(
+    running: Running,
+) -> None:
+    environ = Path(f"/proc/{running.receiver_pid()}/environ").read_bytes()
+    assert environ  # readable: this is the receiver's own environment
+    for secret in (ADMIN, SIGNING):
+        assert secret.encode() not in environ
+    assert b"TACHOGRAPH_API_KEY" not in environ
+    assert b"TACHOGRAPH_LOG_SIGNING_KEY" not in environ
+
+
+def test_serve_starts_its_receiver_again_and_takes_it_down_when_serve_dies(
+    running: Running,
+) -> None:
+    first = running.receiver_pid()
+    os.kill(first, signal.SIGKILL)
+    again = _within(20, lambda: _answering(running) and running.receiver_pid() != first)
+    assert again, running.server.output()[-3000:]
+    second = running.receiver_pid()
+    running.server.popen.send_signal(signal.SIGKILL)  # no chance to stop its receiver
+    running.server.wait(10)
+    assert _within(10, lambda: not Path(f"/proc/{second}").exists() or _zombie(second))
+
+
+def test_a_port_the_receiver_cannot_take_stops_serve_naming_the_setting(
+    settings: Settings, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = start(settings, tmp_path, taken.getsockname()[1])
+        try:
+            status = server.wait(60)
+        finally:
+            server.kill() if server.popen.poll() is None else None
+    assert status != 0
+    assert "TACHOGRAPH_OTLP_PORT" in server.output()
+
+
+def _answering(running: Running) -> bool:
+    try:
+        return httpx.get(f"{running.receiver}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _within(seconds: float, check: Any) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
