@@ -18,6 +18,7 @@ agent token, each against its model API stand-in. Claude Code runs twice, export
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,18 @@ def test_claude_codes_session_carries_what_the_model_api_reported(
     # Claude Code's own account of the run agrees on the tokens.
     assert run["cli_usage"]["input_tokens"] == usage["inputTokens"]
     assert run["cli_usage"]["output_tokens"] == usage["outputTokens"]
+
+
+def test_the_receivers_own_process_took_the_protobuf_runs_export(report: dict[str, Any]) -> None:
+    """TACHOGRAPH_OTLP_PORT: that run's usage (checked above) came through the receiver's
+    own process, which counted its records; the JSON run's went to serve's port."""
+    assert report["http/protobuf"]["otlp_url"] != report["http/json"]["otlp_url"]
+    recorded = re.search(
+        r'tachograph_otlp_records_total\{outcome="recorded",signal="logs"\} ([0-9.]+)',
+        report["receiver_metrics"],
+    )
+    assert recorded is not None
+    assert float(recorded.group(1)) == len(report["http/protobuf"]["standin_usage"])
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -38,7 +38,7 @@ from tests.agents import (  # noqa: E402
     standin_server,
 )
 from tests.hook_server import answer  # noqa: E402
-from tests.support import env_for  # noqa: E402
+from tests.support import env_for, free_port  # noqa: E402
 
 ADMIN_KEY = "usage-e2e-admin-key-0123456789abcdef"
 PROMPT = "Show the date, then say done."
@@ -124,7 +124,10 @@ def claude_env(run: Path, model_url: str, url: str, token: str, protocol: str) -
     )
 
 
-def run_claude(claude: str, work: Path, url: str, token: str, protocol: str) -> dict[str, Any]:
+def run_claude(
+    claude: str, work: Path, url: str, token: str, protocol: str, otlp_url: str
+) -> dict[str, Any]:
+    """`otlp_url`: where its OpenTelemetry goes (serve's port, or the receiver's own)."""
     run = work / f"claude-{protocol.replace('/', '-')}"
     project = run / "project"
     project.mkdir(parents=True)
@@ -138,7 +141,7 @@ def run_claude(claude: str, work: Path, url: str, token: str, protocol: str) -> 
         env=env_for(harness.settings_of(work)),
     )
     with anthropic_standin.AnthropicStandIn(claude_responder, usage_for=varied_usage) as api:
-        env = claude_env(run, api.url, url, token, protocol)
+        env = claude_env(run, api.url, otlp_url, token, protocol)
         argv = [claude, "-p", PROMPT, "--output-format", "json", "--allowedTools", "Bash"]
         report = harness.run_agent(argv, env=env, cwd=project, timeout=120)
         answered = api.reported
@@ -150,6 +153,7 @@ def run_claude(claude: str, work: Path, url: str, token: str, protocol: str) -> 
         "cli_usage": result.get("usage"),
         # What the stand-in reported in each response's `usage`.
         "standin_usage": list(api.reported),
+        "otlp_url": otlp_url,
     }
     if native:
         session_id = str(agent_session_uuid(f"claude-code:{native}"))
@@ -261,13 +265,20 @@ def main() -> int:
     token = harness.tachograph(*issue, env=env_for(harness.settings_of(work, ADMIN_KEY)))
     token = token.strip()
     managed = harness.ManagedHooks(answer("pass"))
+    # The receiver also runs in its own process (TACHOGRAPH_OTLP_PORT): the protobuf run
+    # exports there, the others to serve's own port.
+    receiver = f"http://127.0.0.1:{free_port()}"
     serve = harness.start_serve(
-        work, managed, api_key=ADMIN_KEY, extra_env={"TACHOGRAPH_SERVE_CPU": "all"}
+        work,
+        managed,
+        api_key=ADMIN_KEY,
+        extra_env={"TACHOGRAPH_SERVE_CPU": "all", "TACHOGRAPH_OTLP_PORT": receiver.rsplit(":")[-1]},
     )
     report: dict[str, Any] = {}
     try:
-        for protocol in ("http/json", "http/protobuf"):
-            report[protocol] = run_claude(args.claude, work, serve.url, token, protocol)
+        for protocol, otlp_url in (("http/json", serve.url), ("http/protobuf", receiver)):
+            report[protocol] = run_claude(args.claude, work, serve.url, token, protocol, otlp_url)
+        report["receiver_metrics"] = urllib.request.urlopen(f"{receiver}/metrics").read().decode()
         report["gemini"] = run_gemini(args.gemini, work, serve.url, token)
         report["codex"] = run_codex(args.codex, work, serve.url, token)
         report["by_agent"] = get(f"{serve.url}/api/usage?groupBy=agent")["items"]
