@@ -16,13 +16,22 @@ at `lastrowid`. tests/test_group_commit.py checks every reported position agains
 where the log holds the event. Larger batches go in within the library's
 transaction, ROWS_PER_STATEMENT rows per INSERT, their positions checked against
 the first row's; appends that carry a tracking record take the library's path.
+
+Processes that append to one file (serve and its OTLP receiver, cli/otlp_receiver.py)
+take turns through an advisory lock beside it (`WriterTurns`) around that statement.
+SQLite alone would make the second writer sleep and retry (1, 2, 5 ms ... when the lock
+is busy), so a hook's append queued behind a receiver's batch for milliseconds more
+than the batch took; waiting on the lock file, it goes the moment the batch is in.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from itertools import chain
 from typing import Any
 from uuid import UUID
@@ -57,7 +66,39 @@ _ERRORS: tuple[tuple[type[sqlite3.Error], type[PersistenceError]], ...] = (
 )
 
 
+class WriterTurns:
+    """An exclusive advisory lock (flock) on `<database>-writers.lock`, held around one
+    append: the next process's append waits on it and is woken when it is released.
+
+    One per process and database file; threads of one process share it (a lock on one
+    open file is its holder's), so within a process SQLite's own lock decides as before.
+    Only appends of this recorder take it; any other writer waits on SQLite as before.
+    """
+
+    def __init__(self, database: str) -> None:
+        self._fd = os.open(f"{database}-writers.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._local = threading.Lock()
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._local:  # one thread of this process at a time holds the turn
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # waits with the interpreter lock released
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
 class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+    _turns: WriterTurns | None = None
+
+    def writer_turns(self) -> WriterTurns | None:
+        """The lock file's turns, for a database on disk (none in memory)."""
+        pool = self.datastore.pool
+        if self._turns is None and not pool.is_sqlite_memory_mode:
+            self._turns = WriterTurns(pool.db_name)
+        return self._turns
+
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
@@ -70,7 +111,12 @@ class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         statement = f"INSERT INTO {self.events_table_name} VALUES " + ",".join(
             ["(?,?,?,?)"] * count
         )
-        with self.datastore.get_connection(commit=True) as conn, _library_errors():
+        turns = self.writer_turns()
+        with (
+            turns.turn() if turns is not None else nullcontext(),
+            self.datastore.get_connection(commit=True) as conn,
+            _library_errors(),
+        ):
             cursor = conn.cursor()
             try:
                 # The connection is in autocommit mode: one statement, one transaction.
