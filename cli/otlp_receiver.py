@@ -55,7 +55,7 @@ class ReceiverProcess:
         self.settings = settings
         self.host = host
         self.port = port
-        self.url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+        self.url = f"http://{_probe_host(host)}:{port}"
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -129,6 +129,13 @@ class ReceiverProcess:
             self._spawn()
 
 
+def _probe_host(host: str) -> str:
+    """Where serve asks the receiver whether it is up: loopback for a wildcard address."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
 def _pinned_cpu() -> int | None:
     """The one CPU serve keeps its threads on, if it is pinned (infra/cpu_affinity.py)."""
     try:
@@ -148,7 +155,14 @@ def run_receiver(args: argparse.Namespace) -> int:
     from infra.logs import configure_logging
 
     _end_with_parent(args.parent)
-    settings: Settings = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - from serve
+    settings = _settings_from_serve()
+    if settings is None:
+        print(
+            "tachograph otlp-receiver: started by `tachograph serve` when TACHOGRAPH_OTLP_PORT "
+            "is set, which hands it its settings on stdin; set that instead",
+            file=sys.stderr,
+        )
+        return 2
     configure_logging(settings.log_level, _secrets_of(settings))
     _away_from(args.avoid_cpu)
     app = create_receiver_app(settings)
@@ -156,6 +170,19 @@ def run_receiver(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: None)  # uvicorn's own handler ends it cleanly
     run_http(app, args.host, args.port, settings)
     return 0
+
+
+def _settings_from_serve() -> Settings | None:
+    """The settings serve wrote on stdin; None when nothing like them arrives."""
+    from infra.settings import Settings
+
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    try:
+        settings = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - serve wrote them
+    except Exception:  # noqa: BLE001 - anything but serve's settings is refused alike
+        return None
+    return settings if isinstance(settings, Settings) else None
 
 
 def _secrets_of(settings: Settings) -> list[str | None]:

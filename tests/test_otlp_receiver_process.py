@@ -15,6 +15,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,3 +200,15 @@ def _within(seconds: float, check: Any) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_the_receiver_started_by_hand_says_serve_starts_it() -> None:
+    ran = subprocess.run(
+        [sys.executable, "-m", "cli.main", "otlp-receiver", "--port", str(free_port())],
+        input=b"not serve's settings",
+        capture_output=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert ran.returncode == 2
+    assert b"TACHOGRAPH_OTLP_PORT" in ran.stderr
