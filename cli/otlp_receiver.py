@@ -108,7 +108,8 @@ class ReceiverProcess:
         pinned = _pinned_cpu()
         if pinned is not None:
             argv += ["--avoid-cpu", str(pinned)]
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE)
+        # Its own session: a terminal's Ctrl-C reaches serve, which stops it in order.
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
         assert proc.stdin is not None
         with proc.stdin:
             proc.stdin.write(pickle.dumps(receiver_settings(self.settings)))
