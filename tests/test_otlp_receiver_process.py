@@ -212,3 +212,11 @@ def test_the_receiver_started_by_hand_says_serve_starts_it() -> None:
     )
     assert ran.returncode == 2
     assert b"TACHOGRAPH_OTLP_PORT" in ran.stderr
+
+
+def test_a_stopped_serve_stops_its_receiver_first(running: Running) -> None:
+    receiver = running.receiver_pid()
+    running.server.signal(signal.SIGTERM)
+    assert running.server.wait(30) == 0
+    assert not Path(f"/proc/{receiver}").exists() or _zombie(receiver)
+    assert "starting it again" not in running.server.output()
