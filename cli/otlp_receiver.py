@@ -59,6 +59,8 @@ class ReceiverProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
+        # A stop and the watcher's restart never cross: no receiver is started after stop.
+        self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -79,7 +81,8 @@ class ReceiverProcess:
                     "reason is logged above)"
                 )
             try:
-                httpx.get(f"{self.url}/health", timeout=1).raise_for_status()
+                # Loopback only, whatever proxy the environment names.
+                httpx.get(f"{self.url}/health", timeout=1, trust_env=False).raise_for_status()
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -91,8 +94,9 @@ class ReceiverProcess:
         self._watcher.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        proc = self._proc
+        with self._lock:
+            self._stopping.set()
+            proc = self._proc
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(signal.SIGTERM)
@@ -103,6 +107,11 @@ class ReceiverProcess:
             proc.wait()
 
     def _spawn(self) -> None:
+        with self._lock:
+            if not self._stopping.is_set():
+                self._proc = self._started()
+
+    def _started(self) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "cli.main", "otlp-receiver"]
         argv += ["--host", self.host, "--port", str(self.port), "--parent", str(os.getpid())]
         pinned = _pinned_cpu()
@@ -113,7 +122,7 @@ class ReceiverProcess:
         assert proc.stdin is not None
         with proc.stdin:
             proc.stdin.write(pickle.dumps(receiver_settings(self.settings)))
-        self._proc = proc
+        return proc
 
     def _watch(self) -> None:
         delay, cap = RESTART_S
