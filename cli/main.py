@@ -51,7 +51,7 @@ def _long_lived_settings() -> Any:
     return settings
 
 
-def _secrets_of(settings: Any) -> list[str | None]:
+def secrets_of(settings: Any) -> list[str | None]:
     """Values no log line may contain."""
     url = settings.database_url
     return [
@@ -90,7 +90,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from projections.log_checkpoints import warn_if_unsigned
 
     settings = _long_lived_settings()
-    configure_logging(settings.log_level, _secrets_of(settings))
+    configure_logging(settings.log_level, secrets_of(settings))
     warn_if_unsigned(settings.log_signing_key)
     _warn_short_hooks(settings)
     placed = _pin_cpu(settings.serve_cpu)
@@ -182,7 +182,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from projections.log_checkpoints import warn_if_unsigned
 
     settings = _long_lived_settings()
-    configure_logging(settings.log_level, _secrets_of(settings))
+    configure_logging(settings.log_level, secrets_of(settings))
     warn_if_unsigned(settings.log_signing_key)
     services = build_services(settings)
     if args.metrics_port is not None:

@@ -62,10 +62,6 @@ class ReceiverProcess:
         # A stop and the watcher's restart never cross: no receiver is started after stop.
         self._lock = threading.Lock()
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
     def start(self) -> None:
         """Start the receiver and wait until it answers; RuntimeError if it cannot."""
         import httpx
@@ -148,11 +144,10 @@ def _probe_host(host: str) -> str:
 
 def _pinned_cpu() -> int | None:
     """The one CPU serve keeps its threads on, if it is pinned (infra/cpu_affinity.py)."""
-    try:
-        cpus = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        return None
-    return next(iter(cpus)) if len(cpus) == 1 else None
+    from infra.cpu_affinity import allowed_cpus
+
+    cpus = allowed_cpus()
+    return next(iter(cpus)) if cpus is not None and len(cpus) == 1 else None
 
 
 # --- the receiver's own process -------------------------------------------------------
@@ -162,6 +157,7 @@ def run_receiver(args: argparse.Namespace) -> int:
     """`tachograph otlp-receiver`: what `serve` starts; its settings arrive on stdin."""
     from api.app import create_receiver_app
     from cli.http_serve import run_http
+    from cli.main import secrets_of
     from infra.logs import configure_logging
 
     _end_with_parent(args.parent)
@@ -173,7 +169,7 @@ def run_receiver(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    configure_logging(settings.log_level, _secrets_of(settings))
+    configure_logging(settings.log_level, secrets_of(settings))
     _away_from(args.avoid_cpu)
     app = create_receiver_app(settings)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -193,11 +189,6 @@ def _settings_from_serve() -> Settings | None:
     except Exception:  # noqa: BLE001 - anything but serve's settings is refused alike
         return None
     return settings if isinstance(settings, Settings) else None
-
-
-def _secrets_of(settings: Settings) -> list[str | None]:
-    url = settings.database_url
-    return [settings.api_key, url.password if url is not None else None]
 
 
 def _end_with_parent(parent: int | None) -> None:

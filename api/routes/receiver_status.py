@@ -24,7 +24,7 @@ def receiver_health(app: AppDep) -> JSONResponse:
     try:
         app.recorder.max_notification_id()
     except Exception:  # noqa: BLE001 - any failure to reach the store means unavailable
-        body |= {"status": "unavailable", "database": "unavailable"}
+        body |= {"status": "unavailable", "database": "unreachable"}  # as /api/health says
         return JSONResponse(body, status_code=503)
     return JSONResponse(body)
 
