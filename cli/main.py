@@ -51,18 +51,6 @@ def _long_lived_settings() -> Any:
     return settings
 
 
-def secrets_of(settings: Any) -> list[str | None]:
-    """Values no log line may contain."""
-    url = settings.database_url
-    return [
-        settings.api_key,
-        settings.coder_hook_secret,
-        settings.log_signing_key,
-        url.password if url is not None else None,
-        *settings.secrets.values(),
-    ]
-
-
 def _startup_errors_named(
     command: Callable[[argparse.Namespace], int],
 ) -> Callable[[argparse.Namespace], int]:
@@ -90,7 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from projections.log_checkpoints import warn_if_unsigned
 
     settings = _long_lived_settings()
-    configure_logging(settings.log_level, secrets_of(settings))
+    configure_logging(settings.log_level, settings.secret_values())
     warn_if_unsigned(settings.log_signing_key)
     _warn_short_hooks(settings)
     placed = _pin_cpu(settings.serve_cpu)
@@ -182,7 +170,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from projections.log_checkpoints import warn_if_unsigned
 
     settings = _long_lived_settings()
-    configure_logging(settings.log_level, secrets_of(settings))
+    configure_logging(settings.log_level, settings.secret_values())
     warn_if_unsigned(settings.log_signing_key)
     services = build_services(settings)
     if args.metrics_port is not None:

@@ -157,7 +157,6 @@ def run_receiver(args: argparse.Namespace) -> int:
     """`tachograph otlp-receiver`: what `serve` starts; its settings arrive on stdin."""
     from api.app import create_receiver_app
     from cli.http_serve import run_http
-    from cli.main import secrets_of
     from infra.logs import configure_logging
 
     _end_with_parent(args.parent)
@@ -169,7 +168,7 @@ def run_receiver(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    configure_logging(settings.log_level, secrets_of(settings))
+    configure_logging(settings.log_level, settings.secret_values())
     _away_from(args.avoid_cpu)
     app = create_receiver_app(settings)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -167,6 +167,17 @@ class Settings:
     def note_key_path(self) -> Path:
         return self.log_note_key_file or self.data_dir / "log-note.key"
 
+    def secret_values(self) -> list[str | None]:
+        """Values no log line may contain."""
+        url = self.database_url
+        return [
+            self.api_key,
+            self.coder_hook_secret,
+            self.log_signing_key,
+            url.password if url is not None else None,
+            *self.secrets.values(),
+        ]
+
     def with_(self, **changes: Any) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)
