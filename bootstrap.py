@@ -205,18 +205,11 @@ def install_process_hooks() -> None:
         os.register_at_fork(after_in_child=forget_buffered_ids)
 
 
-def build_services(settings: Settings, *, reading: bool = False) -> Services:
-    """Open stores (creating schemas idempotently, safe across concurrent starts) and wire.
-
-    `reading`: for a command that only reads an existing log (cli/log_presence.py), which
-    must not leave a workspace directory behind where it was run.
-    """
-    install_process_hooks()
-    if not reading:
-        settings.workspace_root.mkdir(parents=True, exist_ok=True)
-        # Before anything is read or created in it (the log's note key is): a data
-        # directory that is a file is then named as such (cli/startup_errors.py).
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+def _log_and_read_models(
+    settings: Settings, *, reading: bool = False
+) -> tuple[Tachograph, ReadStore, list[Projection], NoteKey | None]:
+    """The log, the read models' store (schemas created) and the projections, with the
+    keys they sign the log's checkpoints and notes with (the note key returned)."""
     projections = all_projections()
     attach_signing_key(projections, settings.log_signing_key)
     note_key = load_note_key(settings.note_key_path, create=not reading)
@@ -230,6 +223,31 @@ def build_services(settings: Settings, *, reading: bool = False) -> Services:
         app = open_application(settings)
         store = open_read_store(settings, getattr(app.recorder, "breaker", None))
         ensure_schema(store, projections)
+    return app, store, projections, note_key
+
+
+def build_runner(settings: Settings) -> ProjectionRunner:
+    """The projections alone, for the process that applies the log for `serve`
+    (cli/projections_process.py); its commits there compete with no request."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app, store, projections, _ = _log_and_read_models(settings)
+    return ProjectionRunner(app, store, projections)
+
+
+def build_services(settings: Settings, *, reading: bool = False) -> Services:
+    """Open stores (creating schemas idempotently, safe across concurrent starts) and wire.
+
+    `reading`: for a command that only reads an existing log (cli/log_presence.py), which
+    must not leave a workspace directory behind where it was run.
+    """
+    install_process_hooks()
+    if not reading:
+        settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        # Before anything is read or created in it (the log's note key is): a data
+        # directory that is a file is then named as such (cli/startup_errors.py).
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app, store, projections, note_key = _log_and_read_models(settings, reading=reading)
+    with schema_lock(settings):
         credentials = CredentialCache(store, settings.api_key)
         credentials.ensure_schema()
     # One cache of session -> workspace for the routes (Services), the approvals port and

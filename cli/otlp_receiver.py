@@ -17,28 +17,29 @@ append and to check credentials. It ends with `serve` (SIGTERM from the kernel i
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import logging
 import os
-import pickle
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+from cli.child_process import (
+    RESTART_S,
+    STARTUP_S,
+    begin_child,
+    pinned_cpu,
+    send_settings,
+    stop_child,
+)
 
 if TYPE_CHECKING:
     from infra.settings import Settings
 
 log = logging.getLogger("tachograph.otlp_receiver")
-
-STARTUP_S: Final = 60.0
-STOP_S: Final = 10.0
-# A receiver that ends alone is started again after this, doubling up to the cap.
-RESTART_S: Final = (1.0, 30.0)
-_PR_SET_PDEATHSIG: Final = 1
 
 
 def receiver_settings(settings: Settings) -> Settings:
@@ -93,14 +94,7 @@ class ReceiverProcess:
         with self._lock:
             self._stopping.set()
             proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_child(proc)
 
     def _spawn(self) -> None:
         with self._lock:
@@ -110,14 +104,14 @@ class ReceiverProcess:
     def _started(self) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "cli.main", "otlp-receiver"]
         argv += ["--host", self.host, "--port", str(self.port), "--parent", str(os.getpid())]
-        pinned = _pinned_cpu()
+        pinned = pinned_cpu()
         if pinned is not None:
             argv += ["--avoid-cpu", str(pinned)]
         # Its own session: a terminal's Ctrl-C reaches serve, which stops it in order.
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
         assert proc.stdin is not None
         with proc.stdin:
-            proc.stdin.write(pickle.dumps(receiver_settings(self.settings)))
+            send_settings(proc.stdin, receiver_settings(self.settings))
         return proc
 
     def _watch(self) -> None:
@@ -142,14 +136,6 @@ def _probe_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _pinned_cpu() -> int | None:
-    """The one CPU serve keeps its threads on, if it is pinned (infra/cpu_affinity.py)."""
-    from infra.cpu_affinity import allowed_cpus
-
-    cpus = allowed_cpus()
-    return next(iter(cpus)) if cpus is not None and len(cpus) == 1 else None
-
-
 # --- the receiver's own process -------------------------------------------------------
 
 
@@ -157,57 +143,20 @@ def run_receiver(args: argparse.Namespace) -> int:
     """`tachograph otlp-receiver`: what `serve` starts; its settings arrive on stdin."""
     from api.app import create_receiver_app
     from cli.http_serve import run_http
-    from infra.logs import configure_logging
 
-    _end_with_parent(args.parent)
-    settings = _settings_from_serve()
+    settings = begin_child(
+        args.parent,
+        args.avoid_cpu,
+        "tachograph otlp-receiver: started by `tachograph serve` when TACHOGRAPH_OTLP_PORT "
+        "is set, which hands it its settings on stdin; set that instead",
+    )
     if settings is None:
-        print(
-            "tachograph otlp-receiver: started by `tachograph serve` when TACHOGRAPH_OTLP_PORT "
-            "is set, which hands it its settings on stdin; set that instead",
-            file=sys.stderr,
-        )
         return 2
-    configure_logging(settings.log_level, settings.secret_values())
-    _away_from(args.avoid_cpu)
     app = create_receiver_app(settings)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)  # uvicorn's own handler ends it cleanly
     run_http(app, args.host, args.port, settings)
     return 0
-
-
-def _settings_from_serve() -> Settings | None:
-    """The settings serve wrote on stdin; None when nothing like them arrives."""
-    from infra.settings import Settings
-
-    if sys.stdin is None or sys.stdin.isatty():
-        return None
-    try:
-        settings = pickle.loads(sys.stdin.buffer.read())  # noqa: S301 - serve wrote them
-    except Exception:  # noqa: BLE001 - anything but serve's settings is refused alike
-        return None
-    return settings if isinstance(settings, Settings) else None
-
-
-def _end_with_parent(parent: int | None) -> None:
-    """SIGTERM when `serve` ends, however it ends (Linux; elsewhere serve stops it)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        return
-    if parent is not None and os.getppid() != parent:  # serve ended before the request took
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _away_from(cpu: int | None) -> None:
-    """Run on another CPU than serve's, when serve is pinned and there is another."""
-    from infra.cpu_affinity import allowed_cpus, pin_to
-
-    allowed = allowed_cpus()
-    if cpu is None or allowed is None or len(allowed - {cpu}) == 0:
-        return
-    pin_to(min(allowed - {cpu}))
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

@@ -132,6 +132,9 @@ class Settings:
     # `serve` runs the OTLP receiver in a process of its own on this port (None: exports
     # are taken on the main port only, beside the hooks).
     otlp_port: int | None = None
+    # Where `serve` applies the log to the read models: `process` (a process of its own,
+    # cli/projections_process.py) or `thread` (a thread of serve's).
+    projections: str = "process"
     # How long a read (or a command) waits for the read models to reach a position.
     read_wait_s: float = 5.0
     # Secrets named by hook handlers' secretEnv, captured at start-up.
@@ -308,6 +311,9 @@ class Settings:
             access_log=get.flag("TACHOGRAPH_ACCESS_LOG"),
             serve_cpu=get.cpu("TACHOGRAPH_SERVE_CPU"),
             otlp_port=get.port("TACHOGRAPH_OTLP_PORT"),
+            projections=get.choice(
+                "TACHOGRAPH_PROJECTIONS", ("process", "thread"), "process"
+            ).lower(),
             http_header_timeout_s=get.number(
                 "TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", 10, 0.1, 3600, float
             ),

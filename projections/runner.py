@@ -13,6 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from eventsourcing.persistence import Notification
 
@@ -161,8 +162,22 @@ def apply_batch(
     return positions
 
 
+class Elsewhere(Protocol):
+    """Another process applying the log for this runner (cli/projections_process.py)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def wake(self, hurry: bool) -> None: ...
+
+
 class ProjectionRunner:
-    """A thread applying the log to every live projection; waiters get woken per commit."""
+    """A thread applying the log to every live projection; waiters get woken per commit.
+
+    Or, delegated, the handle on another process that applies it: the positions that
+    process reports are what `position` and `wait_for` go by (see `delegate`).
+    """
 
     def __init__(
         self,
@@ -195,6 +210,9 @@ class ProjectionRunner:
         # without reading them back from the log (see `offer`).
         self._offered: dict[int, Notification] = {}
         self._offered_lock = threading.Lock()
+        self._elsewhere: Elsewhere | None = None
+        # Told each new position once the batch that reached it has committed.
+        self.on_advance: Callable[[int], None] | None = None
 
     @property
     def position(self) -> int:
@@ -213,17 +231,36 @@ class ProjectionRunner:
         wanted = {p.name for p in self.projections}
         return {r["name"]: int(r["position"]) for r in rows if r["name"] in wanted}
 
+    def delegate(self, elsewhere: Elsewhere) -> None:
+        """Let another process apply the log: `start` and `stop` start and stop it, a
+        commit or a waiting reader wakes it, and it brings its positions back through
+        `report`. Before `start`."""
+        self._elsewhere = elsewhere
+
+    def report(self, position: int, error: str | None) -> None:
+        """What the process applying the log for this one says it has reached."""
+        self.last_error = error
+        self._advance(position)
+
     def start(self) -> None:
         """Start following the log in a daemon thread (idempotent)."""
         if self._thread is not None:
             return
         self._advance(min(self.positions().values(), default=0))
+        if self._elsewhere is not None:
+            self._elsewhere.start()
+            return
         self._stopping.clear()
         self._thread = threading.Thread(target=self._loop, name="projections", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop after the batch in progress commits."""
+        if self._elsewhere is not None:
+            self._elsewhere.stop()
+            # Where it left the read models: a shutdown checkpoint goes on from there.
+            self._advance(min(self.positions().values(), default=0))
+            return
         self._stopping.set()
         self._hurry.set()
         self._wake.set()
@@ -233,6 +270,13 @@ class ProjectionRunner:
 
     def wake(self, position: int | None = None) -> None:
         """Tell the runner the log grew (called right after an in-process commit)."""
+        if self._elsewhere is not None:
+            self._elsewhere.wake(hurry=False)
+        self._wake.set()
+
+    def hurry(self) -> None:
+        """A reader waits for a position: apply now, without lingering."""
+        self._hurry.set()
         self._wake.set()
 
     def offer(self, notifications: Iterable[Notification]) -> None:
@@ -243,7 +287,10 @@ class ProjectionRunner:
         else (a gap: another process's events, a rolled-back id) is read from the log
         as before, so what is applied, and in which order, is the same either way.
         Bounded: while the runner lags far behind, offers are dropped and read later.
+        Delegated, they are not kept: the other process reads the log.
         """
+        if self._elsewhere is not None:
+            return
         with self._offered_lock:
             room = self._OFFER_LIMIT - len(self._offered)
             for notification in notifications:
@@ -299,8 +346,9 @@ class ProjectionRunner:
         if self._position >= position:
             return True
         deadline = time.monotonic() + timeout
-        self._hurry.set()
-        self._wake.set()
+        if self._elsewhere is not None:
+            self._elsewhere.wake(hurry=True)
+        self.hurry()
         with self._cond:
             while self._position < position:
                 remaining = deadline - time.monotonic()
@@ -311,9 +359,12 @@ class ProjectionRunner:
 
     def _advance(self, position: int) -> None:
         with self._cond:
-            if position > self._position:
-                self._position = position
-                self._cond.notify_all()
+            if position <= self._position:
+                return
+            self._position = position
+            self._cond.notify_all()
+        if self.on_advance is not None:
+            self.on_advance(position)
 
     def _loop(self) -> None:
         backoff = 0.05

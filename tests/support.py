@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -158,3 +158,41 @@ def watch_offloads(ingest: HookIngest) -> list[object]:
 
     ingest.offload = watched
     return offloaded
+
+
+def live_children(pid: int, subcommand: str) -> list[int]:
+    """The live processes `pid` started running `tachograph <subcommand>`."""
+    # Each thread lists the children it started (a watcher thread starts replacements).
+    pids = [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+    live = []
+    for child in pids:
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if stat.rpartition(")")[2].split()[0] != "Z" and subcommand.encode() in argv:
+            live.append(child)
+    return live
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (or is a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def within(seconds: float, check: Callable[[], bool]) -> bool:
+    """`check` came true within `seconds` (polled every 0.1 s)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False

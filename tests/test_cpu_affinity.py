@@ -54,17 +54,21 @@ def _cpu_list(cpus: set[int]) -> str:
     return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-@pytest.mark.parametrize("setting", ["auto", "all"])
+@pytest.mark.parametrize(
+    ("setting", "projections"), [("auto", "thread"), ("all", "thread"), ("auto", "process")]
+)
 def test_serve_runs_its_threads_where_the_setting_says(
-    settings: Settings, tmp_path: Path, setting: str
+    settings: Settings, tmp_path: Path, setting: str, projections: str
 ) -> None:
     allowed = allowed_cpus()
     assert allowed is not None
-    server = Server(settings, tmp_path / "serve.log", {"TACHOGRAPH_SERVE_CPU": setting})
+    env = {"TACHOGRAPH_SERVE_CPU": setting, "TACHOGRAPH_PROJECTIONS": projections}
+    server = Server(settings, tmp_path / "serve.log", env)
     try:
         server.wait_ready()
         pid = server.popen.pid
-        cpu = choose_cpu(setting, allowed, pid)
+        # With the projections in their own process, `auto` pins nothing (cli/main.py).
+        cpu = choose_cpu(setting, allowed, pid) if projections == "thread" else None
         placed = sorted(_thread_cpus(pid))
         everywhere = _cpu_list(allowed)
         assert len(placed) > 3

@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import pytest
 
 from domain.lifecycle import agent_session_uuid
 from infra.settings import Settings
-from tests.support import Server, free_port
+from tests.support import Server, free_port, gone, live_children, within
 from tests.test_usage_api import CLAUDE_LOGS, CLAUDE_NATIVE, TWO_REQUESTS, with_session
 
 ADMIN = "receiver-admin-key-0123456789abcdef"
@@ -54,11 +53,8 @@ class Running:
     def receiver_pid(self) -> int:
         health = httpx.get(f"{self.receiver}/health", timeout=5)
         assert health.json()["role"] == "otlp-receiver"
-        # Each thread lists the children it started (the watcher starts a replacement).
-        tasks = Path(f"/proc/{self.server.popen.pid}/task")
-        pids = [int(p) for t in tasks.iterdir() for p in (t / "children").read_text().split()]
-        live = [p for p in pids if not _zombie(p)]
-        assert len(live) == 1, pids
+        live = live_children(self.server.popen.pid, "otlp-receiver")
+        assert len(live) == 1, live
         return live[0]
 
 
@@ -156,12 +152,12 @@ def test_serve_starts_its_receiver_again_and_takes_it_down_when_serve_dies(
 ) -> None:
     first = running.receiver_pid()
     os.kill(first, signal.SIGKILL)
-    again = _within(20, lambda: _answering(running) and running.receiver_pid() != first)
+    again = within(20, lambda: _answering(running) and running.receiver_pid() != first)
     assert again, running.server.output()[-3000:]
     second = running.receiver_pid()
     running.server.popen.send_signal(signal.SIGKILL)  # no chance to stop its receiver
     running.server.wait(10)
-    assert _within(10, lambda: not Path(f"/proc/{second}").exists() or _zombie(second))
+    assert within(10, lambda: not Path(f"/proc/{second}").exists() or gone(second))
 
 
 def test_a_port_the_receiver_cannot_take_stops_serve_naming_the_setting(
@@ -186,22 +182,6 @@ def _answering(running: Running) -> bool:
         return False
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def _within(seconds: float, check: Any) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_the_receiver_started_by_hand_says_serve_starts_it() -> None:
     ran = subprocess.run(
         [sys.executable, "-m", "cli.main", "otlp-receiver", "--port", str(free_port())],
@@ -218,5 +198,5 @@ def test_a_stopped_serve_stops_its_receiver_first(running: Running) -> None:
     receiver = running.receiver_pid()
     running.server.signal(signal.SIGTERM)
     assert running.server.wait(30) == 0
-    assert not Path(f"/proc/{receiver}").exists() or _zombie(receiver)
+    assert not Path(f"/proc/{receiver}").exists() or gone(receiver)
     assert "starting it again" not in running.server.output()
