@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from cli.child_process import (
@@ -87,9 +88,17 @@ class ProjectionsProcess:
             target=self._follow, name="projections-process", daemon=True
         )
         self._follower.start()
-        if not self._ready.wait(STARTUP_S):
-            self.stop()
-            raise RuntimeError("TACHOGRAPH_PROJECTIONS: the projections process did not start")
+        first = self._proc
+        assert first is not None
+        deadline = time.monotonic() + STARTUP_S
+        while not self._ready.wait(0.1):
+            if first.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    "TACHOGRAPH_PROJECTIONS: the projections process did not start "
+                    f"(exit status {first.poll()}; its reason is logged above); "
+                    "TACHOGRAPH_PROJECTIONS=thread applies them in serve's own process"
+                )
         assert self._proc is not None
         log.info("projections applied in their own process (pid %d)", self._proc.pid)
 

@@ -57,6 +57,7 @@ BAD_VALUES: list[tuple[str, str, dict[str, str]]] = [
     ("TACHOGRAPH_LOG_LEVEL", "loud", {}),
     ("TACHOGRAPH_ACCESS_LOG", "sometimes", {}),
     ("TACHOGRAPH_SERVE_CPU", "fast", {}),
+    ("TACHOGRAPH_PROJECTIONS", "elsewhere", {}),
     ("TACHOGRAPH_OTLP_PORT", "70000", {}),
     ("TACHOGRAPH_HTTP_HEADER_TIMEOUT_S", "0", {}),
     ("TACHOGRAPH_HTTP_BODY_TIMEOUT_S", "forever", {}),
