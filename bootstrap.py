@@ -231,7 +231,7 @@ def build_runner(settings: Settings) -> ProjectionRunner:
     (cli/projections_process.py); its commits there compete with no request."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     app, store, projections, _ = _log_and_read_models(settings)
-    return ProjectionRunner(app, store, projections)
+    return ProjectionRunner(app, store, projections, commit_linger=COMMIT_LINGER_S)
 
 
 def build_services(settings: Settings, *, reading: bool = False) -> Services:
