@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from cli.child_process import (
@@ -229,16 +230,26 @@ def run_projections(args: argparse.Namespace) -> int:
     for projection in runner.projections:
         if isinstance(projection, ListenedProjection):
             projection.on_change = lambda _cur, name=projection.name: changed.add(name)
-    stop = threading.Event()
+    # A plain flag, not an Event: a signal handler that sets an Event can run while this
+    # thread holds the Event's own lock (re-taken as a timed wait ends) and then waits
+    # on it forever; that left children behind their serve.
+    stopping = [False]
+
+    def stop(*_: object) -> None:
+        stopping[0] = True
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, stop)
     runner.on_advance = send
     runner.start()
     send(runner.position)  # ready, even on an empty log
     threading.Thread(target=_wakes, args=(runner, stop), name="wakes", daemon=True).start()
+    checked = time.monotonic()
     try:
-        while not stop.wait(0.5):
-            if runner.last_error != sent[0]:
+        while not stopping[0]:
+            time.sleep(0.05)
+            if time.monotonic() - checked >= 0.5 and runner.last_error != sent[0]:
+                checked = time.monotonic()
                 send(runner.position)
     except BrokenPipeError:
         pass  # serve is gone
@@ -246,12 +257,12 @@ def run_projections(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wakes(runner: Any, stop: threading.Event) -> None:
+def _wakes(runner: Any, stop: Callable[[], None]) -> None:
     """serve's wake-ups on stdin; its end (serve closed it or died) ends this process."""
     while True:
         data = os.read(sys.stdin.fileno(), 4096)
         if not data:
-            stop.set()
+            stop()
             return
         if HURRY in data:
             runner.hurry()

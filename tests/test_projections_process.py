@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,3 +168,14 @@ def test_in_a_thread_there_is_no_child(settings: Settings, tmp_path: Path) -> No
             assert live_children(server.popen.pid, "projections") == []
     finally:
         server.kill()
+
+
+def test_the_child_ends_at_once_on_signals_however_many_arrive(running: Running) -> None:
+    child = running.child()
+    for _ in range(20):  # serve's stop, the kernel's on serve's death, an operator's
+        try:
+            os.kill(child, signal.SIGTERM)
+        except ProcessLookupError:
+            break  # ended and reaped by serve already
+        time.sleep(0.005)
+    assert within(5, lambda: gone(child)), "the child did not end on SIGTERM"
