@@ -25,6 +25,8 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from api.one_send import OneSend
+
 log = logging.getLogger(__name__)
 
 # A request line and headers longer than this are refused 431: httptools buffers a
@@ -89,8 +91,11 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._reading, self._since, self._head_bytes = _HEADERS, None, 0
 
     def on_headers_complete(self) -> None:
+        before = self.cycle
         super().on_headers_complete()
         self._reading, self._since = _BODY, None
+        if self.cycle is not before:  # not an upgrade: a cycle whose task has not run yet
+            self.cycle.transport = OneSend(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

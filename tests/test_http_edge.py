@@ -233,3 +233,91 @@ def drip(sock: socket.socket) -> bytes:
         received += chunk
     sock.settimeout(5)
     return received
+
+
+# --- one send per answer (api/one_send.py) --------------------------------------------
+
+
+def _segments_in(sock: socket.socket) -> int:
+    """TCP segments this socket has received (Linux `tcp_info.tcpi_segs_in`)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return int.from_bytes(info[140:144], "little")
+
+
+def _answers(received: bytes) -> list[tuple[bytes, bytes]]:
+    """(status line, body) of each answer in a stream of them, by their content-length."""
+    out = []
+    while received:
+        head, _, rest = received.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        fields = dict(line.lower().split(b": ", 1) for line in lines[1:])
+        length = int(fields[b"content-length"])
+        out.append((lines[0], rest[:length]))
+        received = rest[length:]
+    return out
+
+
+def _one_answer(sock: socket.socket, request: bytes) -> tuple[bytes, bytes]:
+    """Send `request` and read exactly its answer (the connection stays open)."""
+    sock.sendall(request)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head = received.partition(b"\r\n\r\n")[0]
+    length = int(
+        dict(h.lower().split(b": ", 1) for h in head.split(b"\r\n")[1:])[b"content-length"]
+    )
+    while len(received) < len(head) + 4 + length:
+        received += sock.recv(65536)
+    ((status, body),) = _answers(received)
+    return status, body
+
+
+def test_each_answer_reaches_its_client_in_one_segment(server: Server) -> None:
+    """Head and body leave in one send: a keep-alive client receives one segment per
+    answer (uvicorn alone sends two), besides the odd bare acknowledgement."""
+    request = (
+        f"GET /api/health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-tachograph-key: {ADMIN_KEY}\r\n\r\n"
+    ).encode()
+    with connect(server) as sock:
+        for _ in range(40):  # past the start of the connection, where every segment is
+            _one_answer(sock, request)  # acknowledged at once
+        before = _segments_in(sock)
+        answers = [_one_answer(sock, request) for _ in range(40)]
+        received = _segments_in(sock) - before
+    assert all(status == b"HTTP/1.1 200 OK" and b'"status"' in body for status, body in answers)
+    assert received <= 52, f"{received} segments for 40 answers"
+
+
+def test_a_client_expecting_100_continue_is_told_to_go_on_before_it_sends_the_body(
+    server: Server,
+) -> None:
+    body = b'{"workspaceId":"default"}'
+    request = (
+        "POST /api/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nexpect: 100-continue\r\n"
+        f"x-tachograph-key: {ADMIN_KEY}\r\n\r\n"
+    ).encode()
+    with connect(server) as sock:
+        sock.sendall(request)
+        assert status_line(sock) == b"HTTP/1.1 100 Continue"
+        sock.sendall(body)
+        sock.settimeout(2)
+        rest = answer(sock)
+    assert b"HTTP/1.1 201 Created" in rest and b'"id"' in rest
+
+
+def test_pipelined_requests_are_answered_whole_and_in_order(server: Server) -> None:
+    paths = ["/api/health", "/api/sessions?limit=1", "/api/health"]
+    requests = b"".join(
+        f"GET {p} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-tachograph-key: {ADMIN_KEY}\r\n\r\n".encode()
+        for p in paths
+    )
+    with connect(server) as sock:
+        sock.sendall(requests + b"GET /api/health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        sock.settimeout(3)
+        received = answer(sock)
+    answers = _answers(received)
+    statuses = [status for status, _ in answers]
+    assert statuses == [b"HTTP/1.1 200 OK"] * 3 + [b"HTTP/1.1 401 Unauthorized"], received
+    assert [b'"status"' in answers[0][1], answers[1][1].startswith(b'{"items":')] == [True, True]
