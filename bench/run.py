@@ -235,7 +235,7 @@ def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
         url = f"{base}/api/sessions/{session}/events"
         gateway_turn(http, url, hook_url, 50)  # warm both paths
         through, direct = gateway_turn(http, url, hook_url, n)
-        ruled = with_starter_policy(http, base, url, hook_url, n)
+        ruled = with_starter_policy(http, base, hook_url, n, store.root / "workspace")
     gateway, handler_only = percentiles(through), percentiles(direct)
     over = overhead(gateway, handler_only)
     return {
