@@ -102,6 +102,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         run_http(app, args.host, args.port, settings)
     finally:
+        # Stopped already: a late signal must not kill what is left of the shutdown (the
+        # interpreter restores the default action of a Python handler as it exits).
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
         if receiver is not None:
             receiver.stop()
     return 0
@@ -180,7 +184,7 @@ def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Projections and scheduler without HTTP, until SIGTERM or SIGINT."""
     import signal
-    import threading
+    import time
 
     from bootstrap import build_services, freeze_startup_heap
     from infra.logs import configure_logging
@@ -194,13 +198,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
         from services.process_metrics import ProcessMetrics, serve_metrics
 
         serve_metrics(ProcessMetrics(services), args.metrics_host, args.metrics_port)
-    stop = threading.Event()
+    # A plain flag, not a threading.Event: a second signal's handler can run while the
+    # first one's `set()` holds the Event's lock, and then waits on it forever (a
+    # SIGTERM followed by the SIGINT of a terminal's Ctrl-C, or a supervisor's repeat).
+    stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     services.start()
     freeze_startup_heap()
     print("tachograph worker started", file=sys.stderr, flush=True)
-    stop.wait()
+    while not stopping:
+        time.sleep(0.1)
+    # Stopping already: a repeated signal must not kill the shutdown halfway (the
+    # interpreter restores the default action of a Python handler as it exits).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     services.stop()
     return 0
 

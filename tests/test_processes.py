@@ -14,7 +14,7 @@ from bootstrap import build_services
 from infra.settings import Settings
 from projections.rebuild import rebuild, table_digest
 from projections.registry import all_projections
-from tests.support import Proc, Server, env_for
+from tests.support import Proc, Server, env_for, gone, live_children, within
 
 pytestmark = pytest.mark.slow
 
@@ -105,6 +105,39 @@ def test_serve_and_worker_stop_cleanly_on_sigterm(settings: Settings, tmp_path: 
     server.signal(signal.SIGTERM)
     worker.signal(signal.SIGTERM)
     assert server.wait(15) == 0, server.output()
+    assert worker.wait(15) == 0, worker.output()
+
+
+def _signal_storm(proc: Proc) -> None:
+    """SIGTERM and SIGINT in turns over two seconds, a burst first: a supervisor's
+    repeats, a Ctrl-C, some of them landing while the process shuts down."""
+    for i, sig in enumerate([signal.SIGTERM, signal.SIGINT] * 15):
+        if proc.popen.poll() is not None:
+            return
+        proc.signal(sig)
+        time.sleep(0.002 if i < 10 else 0.1)
+
+
+def test_serve_stops_cleanly_however_many_signals_arrive(
+    settings: Settings, tmp_path: Path
+) -> None:
+    server = Server(settings, tmp_path / "serve.log")
+    server.wait_ready()
+    children = live_children(server.popen.pid, "projections")
+    _signal_storm(server)
+    assert server.wait(15) == 0, server.output()
+    assert within(5, lambda: all(gone(child) for child in children))
+
+
+def test_the_worker_stops_cleanly_however_many_signals_arrive(
+    settings: Settings, tmp_path: Path
+) -> None:
+    worker = Proc(["worker"], env_for(settings), tmp_path / "worker.log")
+    deadline = time.monotonic() + 30
+    while "worker started" not in worker.output() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "worker started" in worker.output()
+    _signal_storm(worker)
     assert worker.wait(15) == 0, worker.output()
 
 
