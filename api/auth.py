@@ -8,6 +8,7 @@ routes, through `authorize_session`.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from functools import partial
@@ -23,7 +24,13 @@ from api.metrics import FORBIDDEN, UNAUTHORIZED
 from api.middleware import OTLP_PATH, PRINCIPAL, RUNTIME_HOOK_PATH, send_error
 from domain.credentials import ADMINISTER, HOOKS, NEEDED_ROLE, OPERATE, READ
 from domain.session import SessionTarget
-from services.credentials import UNKNOWN, CredentialCache, Principal, Refused
+from services.credentials import (
+    CATCH_UP_MIN_INTERVAL_S,
+    UNKNOWN,
+    CredentialCache,
+    Principal,
+    Refused,
+)
 
 _EVENTS = re.compile(r"^/api/sessions/[^/]+/events$")
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -68,10 +75,8 @@ class AuthMiddleware:
             return
         presented = _header(scope, b"x-tachograph-key")
         found = self.credentials.authenticate(presented)
-        if found is UNKNOWN and self.credentials.may_catch_up():
-            # Perhaps issued a moment ago on another replica: read the changes once.
-            await run_in_threadpool(self.credentials.refresh)
-            found = self.credentials.authenticate(presented)
+        if found is UNKNOWN:
+            found = await self._caught_up(presented)
         if isinstance(found, Refused):
             UNAUTHORIZED.labels(reason=found.reason).inc()
             await send_error(send, 401, "unauthorized", found.message, reason=found.reason)
@@ -91,6 +96,25 @@ class AuthMiddleware:
             return
         scope[PRINCIPAL] = found
         await self.app(scope, receive, send)
+
+    async def _caught_up(self, presented: bytes | None) -> Principal | Refused:
+        """An unknown secret, perhaps issued a moment ago on another replica or process:
+        read the changes once, or wait for the next read another request makes.
+
+        Reads stay at most one per CATCH_UP_MIN_INTERVAL_S, so guessing keys never turns
+        into a query per request; a request that finds the last read too recent waits
+        for the next turn (at most two) instead of being refused at once, which refused
+        a key issued just after another fresh key was first used.
+        """
+        for _ in range(2):
+            if self.credentials.may_catch_up():
+                await run_in_threadpool(self.credentials.refresh)
+                return self.credentials.authenticate(presented)
+            await asyncio.sleep(CATCH_UP_MIN_INTERVAL_S)
+            found = self.credentials.authenticate(presented)  # another request's read
+            if found is not UNKNOWN:
+                return found
+        return UNKNOWN
 
     def _route(self, scope: Scope) -> str:
         """The route template, as the other metrics label requests (refusals only)."""

@@ -136,6 +136,26 @@ def test_the_receiver_refuses_what_the_main_port_refuses(
     assert usage == []
 
 
+def test_keys_issued_one_after_another_work_on_the_receiver_at_once(running: Running) -> None:
+    """The receiver learns of a new key by reading the log (at most one such read per
+    50 ms): a key first used just after another one's read waits for the next, and is
+    never refused for having come too soon."""
+
+    def fresh(label: str) -> str:
+        body = {"role": "agent", "label": label, "workspaceId": "default"}
+        answer = running.main.post("/api/keys", json=body)
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["secret"])
+
+    for i in range(5):
+        # The second key is issued after the receiver's read for the first, and used
+        # within milliseconds of it.
+        assert export(running, fresh(f"fresh-{i}-a"), CLAUDE_LOGS).status_code == 200
+        assert export(running, fresh(f"fresh-{i}-b"), CLAUDE_LOGS).status_code == 200
+    guessed = "tgk_" + "x" * 43
+    assert export(running, guessed, CLAUDE_LOGS).status_code == 401
+
+
 def test_the_receiver_holds_none_of_serves_secrets_in_its_environment(
     running: Running,
 ) -> None:
