@@ -108,11 +108,7 @@ def gateway_turn(
     """`n` gateway dispatches to the events route `url` (each must pass), each followed by
     one direct call of the handler at `hook_url`: the two series the overhead is made of."""
 
-    def dispatch() -> None:
-        answered = http.post(url, json=body)
-        assert answered.json()["outcome"] == "pass", answered.text
-
-    return timed_alternately(dispatch, lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY), n)
+    return timed_alternately(partial(_passed, http, url, body), partial(_direct, http, hook_url), n)
 
 
 def overhead(gateway: dict[str, float], direct: dict[str, float]) -> dict[str, float]:
@@ -164,7 +160,7 @@ def with_starter_policy(
     for i in range(_WARM_PAIRS + n):
         order = (False, True) if i % 2 == 0 else (True, False)
         pair = {ruled: timed(calls[ruled], 1)[0] for ruled in order}
-        handler = timed(lambda: http.post(hook_url, content=GATEWAY_DIRECT_BODY), 1)
+        handler = timed(partial(_direct, http, hook_url), 1)
         if i >= _WARM_PAIRS:
             series[False].append(pair[False])
             series[True].append(pair[True])
@@ -188,5 +184,11 @@ def with_starter_policy(
 
 
 def _passed(http: httpx.Client, url: str, body: dict[str, Any]) -> None:
+    """One gateway dispatch, which the handler must let pass."""
     answered = http.post(url, json=body)
     assert answered.json()["outcome"] == "pass", answered.text
+
+
+def _direct(http: httpx.Client, hook_url: str) -> None:
+    """The same call as the gateway sends it, to the handler alone."""
+    http.post(hook_url, content=GATEWAY_DIRECT_BODY)

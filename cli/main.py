@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from api.app import create_app
     from cli.http_serve import run_http
+    from cli.stop_signals import ignore_further
     from infra.logs import configure_logging
     from projections.log_checkpoints import warn_if_unsigned
 
@@ -102,10 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         run_http(app, args.host, args.port, settings)
     finally:
-        # Stopped already: a late signal must not kill what is left of the shutdown (the
-        # interpreter restores the default action of a Python handler as it exits).
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_further()  # stopped already (cli/stop_signals.py)
         if receiver is not None:
             receiver.stop()
     return 0
@@ -183,10 +181,8 @@ def _pin_cpu(setting: str) -> Callable[[Any], None] | None:
 @_startup_errors_named
 def cmd_worker(args: argparse.Namespace) -> int:
     """Projections and scheduler without HTTP, until SIGTERM or SIGINT."""
-    import signal
-    import time
-
     from bootstrap import build_services, freeze_startup_heap
+    from cli.stop_signals import StopSignals
     from infra.logs import configure_logging
     from projections.log_checkpoints import warn_if_unsigned
 
@@ -198,21 +194,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         from services.process_metrics import ProcessMetrics, serve_metrics
 
         serve_metrics(ProcessMetrics(services), args.metrics_host, args.metrics_port)
-    # A plain flag, not a threading.Event: a second signal's handler can run while the
-    # first one's `set()` holds the Event's lock, and then waits on it forever (a
-    # SIGTERM followed by the SIGINT of a terminal's Ctrl-C, or a supervisor's repeat).
-    stopping: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    signals = StopSignals()
     services.start()
     freeze_startup_heap()
     print("tachograph worker started", file=sys.stderr, flush=True)
-    while not stopping:
-        time.sleep(0.1)
-    # Stopping already: a repeated signal must not kill the shutdown halfway (the
-    # interpreter restores the default action of a Python handler as it exits).
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)
+    signals.wait()
     services.stop()
     return 0
 

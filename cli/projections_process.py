@@ -26,7 +26,6 @@ import fcntl
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -43,6 +42,7 @@ from cli.child_process import (
     send_settings,
     stop_child,
 )
+from cli.stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -230,29 +230,18 @@ def run_projections(args: argparse.Namespace) -> int:
     for projection in runner.projections:
         if isinstance(projection, ListenedProjection):
             projection.on_change = lambda _cur, name=projection.name: changed.add(name)
-    # A plain flag, not an Event: a signal handler that sets an Event can run while this
-    # thread holds the Event's own lock (re-taken as a timed wait ends) and then waits
-    # on it forever; that left children behind their serve.
-    stopping = [False]
-
-    def stop(*_: object) -> None:
-        stopping[0] = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
+    signals = StopSignals()
     runner.on_advance = send
     runner.start()
     send(runner.position)  # ready, even on an empty log
-    threading.Thread(target=_wakes, args=(runner, stop), name="wakes", daemon=True).start()
-    checked = time.monotonic()
-    try:
-        while not stopping[0]:
-            time.sleep(0.05)
-            if time.monotonic() - checked >= 0.5 and runner.last_error != sent[0]:
-                checked = time.monotonic()
-                send(runner.position)
-    except BrokenPipeError:
-        pass  # serve is gone
+    threading.Thread(target=_wakes, args=(runner, signals.stop), name="wakes", daemon=True).start()
+
+    def report_errors() -> None:
+        if runner.last_error != sent[0]:
+            send(runner.position)
+
+    with contextlib.suppress(BrokenPipeError):  # serve is gone
+        signals.wait(tick=report_errors)
     runner.stop()
     return 0
 
