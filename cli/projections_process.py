@@ -205,13 +205,16 @@ def run_projections(args: argparse.Namespace) -> int:
     from bootstrap import build_runner
     from projections.base import ListenedProjection
 
-    settings = begin_child(
-        args.parent,
-        args.avoid_cpu,
+    refusal = (
         "tachograph projections: started by `tachograph serve`, which hands it its "
-        "settings on stdin; run serve (or `tachograph worker`) instead",
+        "settings on stdin and a pipe for its reports; run serve (or `tachograph worker`) "
+        "instead"
     )
-    if settings is None or args.report_fd is None:
+    if args.report_fd is None:  # settings alone would be applied with nobody told
+        print(refusal, file=sys.stderr)
+        return 2
+    settings = begin_child(args.parent, args.avoid_cpu, refusal)
+    if settings is None:
         return 2
     runner = build_runner(settings)
     reports = os.fdopen(args.report_fd, "wb", buffering=0)

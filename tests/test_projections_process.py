@@ -12,6 +12,7 @@ and TACHOGRAPH_PROJECTIONS=thread starts no child.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cli.child_process import send_settings
 from infra.settings import Settings
 from tests.support import Server, gone, live_children, within
 from tests.test_policy_api import NO_FORCE_PUSH, decision_of, pre_tool_use
@@ -156,6 +158,20 @@ def test_started_by_hand_it_says_serve_starts_it() -> None:
     )
     assert ran.returncode == 2
     assert b"tachograph serve" in ran.stderr
+
+
+def test_given_settings_but_no_report_pipe_it_says_serve_starts_it(settings: Settings) -> None:
+    sent = io.BytesIO()
+    send_settings(sent, settings)
+    ran = subprocess.run(
+        [sys.executable, "-m", "cli.main", "projections"],
+        input=sent.getvalue(),
+        capture_output=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert ran.returncode == 2
+    assert b"tachograph serve" in ran.stderr and b"reports" in ran.stderr
 
 
 def test_in_a_thread_there_is_no_child(settings: Settings, tmp_path: Path) -> None:
