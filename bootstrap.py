@@ -51,7 +51,7 @@ from scheduler.attempt_tokens import AttemptTokens
 from scheduler.autonomy import AutonomyRuntime
 from scheduler.maintenance import expire_orphaned_approvals_job, prune_hook_audit_job
 from scheduler.runtime import Job, SchedulerRuntime
-from scheduler.tasks import TaskRuntime, build_task_runtime
+from scheduler.task_runtime import TaskRuntime, build_task_runtime
 from services.active_policies import ActivePolicies
 from services.approval_log import AppApprovals
 from services.credentials import CredentialCache

@@ -26,7 +26,7 @@ from projections.runner import ProjectionRunner
 from projections.store import ReadStore
 from scheduler.autonomy import AutonomyRuntime
 from scheduler.runtime import SchedulerRuntime
-from scheduler.tasks import TaskRuntime
+from scheduler.task_runtime import TaskRuntime
 from services.credentials import CredentialCache, Principal
 from services.learned_context import LearnedContext
 from services.policies import Policies

@@ -32,7 +32,7 @@ from projections.signals import due_signal_ids
 from projections.store import ReadStore
 from projections.turn_signals import pending_candidates
 from scheduler.runtime import Job
-from scheduler.tasks import TaskRuntime
+from scheduler.task_runtime import TaskRuntime
 
 log = logging.getLogger(__name__)
 

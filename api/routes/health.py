@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from api.deps import AppDep, IngestDep, RunnerDep, SchedulerDep, SettingsDep, TasksDep
 from api.input_limits import StrictJSONRoute
 from domain.approval_rules import longest_hold_s
-from scheduler.tasks import TaskRuntime
+from scheduler.task_runtime import TaskRuntime
 
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 

@@ -15,7 +15,7 @@ from api.app import create_app
 from bootstrap import Services
 from infra.settings import Settings
 from scheduler.autonomy import AutonomyRuntime
-from scheduler.tasks import TaskRuntime
+from scheduler.task_runtime import TaskRuntime
 from tests.tasks.conftest import Clock
 
 QUIET = {
