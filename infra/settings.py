@@ -26,7 +26,7 @@ from infra.otel_settings import (
     decision_export_settings,
 )
 from infra.reflector import ReflectorConfigError, parse_reflector_config
-from infra.self_update_git import DEFAULT_LIMIT_BYTES as INSPECT_LIMIT_BYTES
+from infra.self_update_git.change import DEFAULT_LIMIT_BYTES as INSPECT_LIMIT_BYTES
 from infra.witness_peers import WitnessPeer, parse_witnesses
 
 SANDBOX_MODES = ("auto", "strict", "netns", "none")

@@ -56,17 +56,11 @@ from domain.self_update_cycle import CycleRecorder, self_update_ref
 from domain.task_policy import CANCELLING
 from infra.executor import RunResult, describe_exit
 from infra.jail import Isolation, Jail, bwrap, installation
-from infra.self_update_git import (
-    Change,
-    Clone,
-    GitError,
-    ImportRefused,
-    checkout_state,
-    discard_ref,
-    import_commit,
-    inspect_change,
-    prepare_clone,
-)
+from infra.self_update_git.change import inspect_change
+from infra.self_update_git.clone import checkout_state, prepare_clone
+from infra.self_update_git.refs import ImportRefused, discard_ref, import_commit
+from infra.self_update_git.results import Change, Clone
+from infra.self_update_git.runner import GitError
 from scheduler.self_update_review import (
     held_clone,
     instructions_above,

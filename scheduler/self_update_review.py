@@ -8,7 +8,7 @@ put to an agent reviewer.
 
 The reviewer starts from nothing the implementing run could have written:
 - its working directory is a fresh checkout of the registered repository at the base
-  with exactly the reviewed patch applied (`infra.self_update_git.prepare_review`),
+  with exactly the reviewed patch applied (`prepare_review`, infra/self_update_git/change.py),
   made where the clone was (the root its agent token's tool policy confines it to),
   not the implementer's clone;
 - its `HOME`, `TMPDIR` and hook log directory are new empty directories, and no
@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domain.protected_paths import AGENT_INSTRUCTION_NAMES
-from infra.self_update_git import Change, GitError, ReviewRefused, prepare_review
+from infra.self_update_git.change import ReviewRefused, prepare_review
+from infra.self_update_git.results import Change
+from infra.self_update_git.runner import GitError
 
 REVIEW_PROMPT = (
     "Review this change to the workspace, made by an autonomous self-update cycle. "

@@ -15,7 +15,7 @@ from api.input_limits import StrictJSONRoute
 from api.schemas import Strict
 from domain.errors import NotFound
 from domain.self_update_cycle import CycleRecorder
-from infra.self_update_git import discard_ref
+from infra.self_update_git.refs import discard_ref
 from projections.self_update_cycles import task_workflow
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StrictJSONRoute)

@@ -12,19 +12,18 @@ from pathlib import Path
 import pytest
 
 from domain.protected_paths import is_protected
-from infra import self_update_git as sug
-from infra.self_update_git import (
-    Clone,
+from infra.self_update_git import runner
+from infra.self_update_git.change import inspect_change
+from infra.self_update_git.clone import (
+    COMMITTER_EMAIL,
+    COMMITTER_NAME,
     CloneRefused,
-    GitCommandError,
-    GitTimeout,
-    ImportRefused,
     checkout_state,
-    discard_ref,
-    import_commit,
-    inspect_change,
     prepare_clone,
 )
+from infra.self_update_git.refs import ImportRefused, discard_ref, import_commit
+from infra.self_update_git.results import Change, Clone
+from infra.self_update_git.runner import GitCommandError, GitTimeout
 
 BRANCH = "tachograph/self-update/task-1"
 REF = "refs/tachograph/self-update/task-1"
@@ -155,7 +154,7 @@ def clone(repo: Path, tmp_path: Path) -> Clone:
     return prepare_clone(repo, tmp_path / "cycle" / "clone", BRANCH, base=state.head)
 
 
-def inspected_good_change(clone: Clone) -> sug.Change:
+def inspected_good_change(clone: Clone) -> Change:
     (clone.path / "src" / "app.py").write_text("def main():\n    return 2\n")
     (clone.path / "docs" / "old.md").unlink()
     (clone.path / "src" / "blob.bin").write_bytes(bytes(range(256)) * 4)
@@ -290,14 +289,14 @@ def test_a_clone_has_no_remotes_is_on_its_branch_and_shares_no_objects(
     assert not (objects / "info" / "alternates").exists()
     files = [p for p in objects.rglob("*") if p.is_file()]
     assert files and all(p.stat().st_nlink == 1 for p in files)  # copies, not hardlinks
-    assert agent(clone, "config", "--local", "user.name").strip() == sug.COMMITTER_NAME
+    assert agent(clone, "config", "--local", "user.name").strip() == COMMITTER_NAME
     hooks = clone.path / ".git" / "hooks"
     assert not hooks.exists() or not any(hooks.iterdir())
     # The agent can commit with no identity of its own.
     (clone.path / "added.txt").write_text("x\n")
     commit_all(clone)
     assert agent(clone, "log", "-1", "--format=%cn <%ce>").strip() == (
-        f"{sug.COMMITTER_NAME} <{sug.COMMITTER_EMAIL}>"
+        f"{COMMITTER_NAME} <{COMMITTER_EMAIL}>"
     )
     assert ref_of(repo, f"refs/heads/{BRANCH}") is None  # nothing appeared in the checkout
 
@@ -695,7 +694,7 @@ def test_a_failing_git_raises_with_the_tail_of_its_stderr(
 ) -> None:
     fake_git(tmp_path, monkeypatch, 'echo "warning: noise" >&2\necho "fatal: boom" >&2\nexit 128')
     with pytest.raises(GitCommandError) as raised:
-        sug._check(sug._git((), ["status"], cwd=repo, home=tmp_path))
+        runner.check(runner.git((), ["status"], cwd=repo, home=tmp_path))
     assert raised.value.returncode == 128 and "fatal: boom" in raised.value.stderr
     assert "boom" in str(raised.value) and not isinstance(raised.value, GitTimeout)
     with pytest.raises(GitCommandError, match="boom"):
@@ -709,7 +708,7 @@ def test_a_git_that_hangs_is_killed_with_its_children_and_raises_a_timeout(
     fake_git(tmp_path, monkeypatch, f'sleep 60 &\necho $! > "{pid_file}"\nwait')
     started = time.monotonic()
     with pytest.raises(GitTimeout, match="timed out"):
-        sug._git((), ["fetch"], cwd=repo, home=tmp_path, timeout=0.5)
+        runner.git((), ["fetch"], cwd=repo, home=tmp_path, timeout=0.5)
     assert time.monotonic() - started < 10
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5

@@ -11,14 +11,10 @@ from pathlib import Path
 import pytest
 
 from domain.protected_paths import is_protected
-from infra.self_update_git import (
-    Clone,
-    ImportRefused,
-    ReviewRefused,
-    inspect_change,
-    prepare_clone,
-    prepare_review,
-)
+from infra.self_update_git.change import ReviewRefused, inspect_change, prepare_review
+from infra.self_update_git.clone import prepare_clone
+from infra.self_update_git.refs import ImportRefused
+from infra.self_update_git.results import Clone
 from tests.autonomy import test_self_update_git as git_tests
 from tests.autonomy.test_self_update_git import BRANCH, agent, commit_all, import_it, run_git
 
