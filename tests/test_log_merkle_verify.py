@@ -74,7 +74,9 @@ def test_a_checkpoint_altered_in_the_ledger_no_longer_verifies(settings: Setting
             for r in store.query(f"SELECT size, note FROM {NOTES_TABLE} ORDER BY size")
         )
         lines = note.split("\n")
-        lines[2] = "A" + lines[2][1:]  # another root, same signature
+        # Another root, same signature (a root whose base64 began with "A" was left
+        # unchanged by always writing "A", one run in 64).
+        lines[2] = ("B" if lines[2].startswith("A") else "A") + lines[2][1:]
         with store.transaction() as cur:
             cur.execute(
                 f"UPDATE {NOTES_TABLE} SET note = ? WHERE size = ?", ("\n".join(lines), size)

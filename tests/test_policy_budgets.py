@@ -4,9 +4,12 @@ crosses the limit, whichever of the workspace's sessions spent it."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -25,6 +28,26 @@ rules:
     then: deny
     reason: This workspace spent its budget for today; ask an operator to raise it.
 """
+
+
+def sent_now(export: dict[str, Any]) -> dict[str, Any]:
+    """The export with its records' times moved to now, keeping their spacing."""
+    times = ("timeUnixNano", "observedTimeUnixNano")
+    text = json.dumps(export)
+    stamps = [int(n) for n in re.findall(r'"(?:time|observedTime)UnixNano": *"(\d+)"', text)]
+    shift = time.time_ns() - max(stamps)
+
+    def moved(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: str(int(v) + shift) if k in times and v else moved(v) for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [moved(v) for v in value]
+        return value
+
+    now: dict[str, Any] = moved(export)
+    return now
 
 
 @pytest.fixture
@@ -46,7 +69,8 @@ def test_a_budget_rule_stops_the_next_call_once_the_reported_spend_crosses_it(
     before = client.post("/hooks/claude", json=pre_tool_use(spender, "ls"))
     assert decision_of(before)[0] != "deny"
 
-    export_logs(client, with_session(CLAUDE_LOGS, spender))
+    # Sent today: the captured export's records are dated the day it was captured.
+    export_logs(client, sent_now(with_session(CLAUDE_LOGS, spender)))
     # The figures follow the read model within about a second (docs/usage.md).
     deadline = time.monotonic() + 10
     while True:
