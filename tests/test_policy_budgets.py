@@ -4,8 +4,6 @@ crosses the limit, whichever of the workspace's sessions spent it."""
 
 from __future__ import annotations
 
-import json
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,9 +31,16 @@ rules:
 def sent_now(export: dict[str, Any]) -> dict[str, Any]:
     """The export with its records' times moved to now, keeping their spacing."""
     times = ("timeUnixNano", "observedTimeUnixNano")
-    text = json.dumps(export)
-    stamps = [int(n) for n in re.findall(r'"(?:time|observedTime)UnixNano": *"(\d+)"', text)]
-    shift = time.time_ns() - max(stamps)
+
+    def stamps(value: Any) -> Iterator[int]:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from ([int(v)] if k in times and v else stamps(v))
+        elif isinstance(value, list):
+            for v in value:
+                yield from stamps(v)
+
+    shift = time.time_ns() - max(stamps(export))
 
     def moved(value: Any) -> Any:
         if isinstance(value, dict):
