@@ -23,204 +23,15 @@ from bench.gateway import (
     timed_alternately,
     with_starter_policy,
 )
-from bench.load import CLAUDE_POST_TOOL_USE, acknowledged_position, claude_hooks, wrk
-from bench.servers import Store, baseline, free_port, serve
-
-EVENT_BODY = {
-    "event": "PostToolUse",
-    "toolName": "Bash",
-    "toolCallId": "call-1",
-    "toolInput": {"command": "ls -la"},
-    "toolResponse": {"stdout": "README.md\n", "exitCode": 0},
-}
-
-
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident set size (VmHWM) of a process, in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def bench_ingest(store: Store, seconds: int, work: Path) -> dict[str, Any]:
-    port = free_port()
-    with serve(store, port, work / "serve-ingest.log") as proc:
-        base = f"http://127.0.0.1:{port}"
-        session = httpx.post(f"{base}/api/sessions", json={"workspaceId": "default"}).json()["id"]
-        url = f"{base}/api/sessions/{session}/events"
-        wrk(url, EVENT_BODY, 2)  # warm-up
-        before = acknowledged_position(httpx.post(url, json=EVENT_BODY))
-        measured = wrk(url, EVENT_BODY, seconds)
-        rss = peak_rss_mb(proc.pid)
-        # Every 2xx answer acknowledged a stored event: the log grew by at least that many.
-        stored = acknowledged_position(httpx.post(url, json=EVENT_BODY)) - before - 1
-        assert stored >= measured["requests"] - measured["non2xx"], (stored, measured)
-        claude = claude_hooks(base, seconds)
-    bare_port = free_port()
-    with baseline("bare_app", bare_port, {}, work / "bare.log"):
-        bare_url = f"http://127.0.0.1:{bare_port}/api/sessions/x/events"
-        wrk(bare_url, EVENT_BODY, 2)
-        bare = wrk(bare_url, EVENT_BODY, seconds)
-    raw_port = free_port()
-    raw_env = (
-        {"BENCH_DATABASE_URL": store.pg_url}
-        if store.kind == "postgres"
-        else {"BENCH_SQLITE_PATH": str(work / "raw.sqlite")}
-    )
-    with baseline("raw_insert_app", raw_port, raw_env, work / "raw.log"):
-        raw_url = f"http://127.0.0.1:{raw_port}/api/sessions/x/events"
-        wrk(raw_url, EVENT_BODY, 2)
-        raw = wrk(raw_url, EVENT_BODY, seconds)
-    if store.kind == "postgres":
-        import psycopg
-
-        with psycopg.connect(store.pg_url, autocommit=True) as conn:
-            conn.execute("DROP TABLE IF EXISTS bench_raw")
-    return {
-        "workload": f"POST PostToolUse, no handlers, wrk 16 connections x {seconds} s",
-        "events_per_s": measured["rps"],
-        "errors": measured["non2xx"],
-        "acknowledged": measured["requests"] - measured["non2xx"],
-        "stored": stored,
-        "bare_endpoint_per_s": bare["rps"],
-        "raw_insert_per_s": raw["rps"],
-        "ratio_vs_bare": measured["rps"] / bare["rps"],
-        "ratio_vs_raw_insert": measured["rps"] / raw["rps"],
-        "serve_peak_rss_mb": rss,
-        "claude_hook": {**claude, "ratio_vs_ingest": claude["events_per_s"] / measured["rps"]},
-    }
-
-
-FACTS_PAIRS = 8
-# Each route of the facts benchmark and the suffix of its events/s figures.
-_FACTS_ROUTES = (("ingest", "events_per_s"), ("claude", "claude_events_per_s"))
-
-
-def bench_facts_vs_metadata(
-    store: Store, seconds: int, work: Path, pairs: int = FACTS_PAIRS
-) -> dict[str, Any]:
-    """The ingest and Claude-route loads on two servers side by side, in pairs of turns:
-    one recording each call's facts (the default), one with TACHOGRAPH_RECORD=metadata.
-
-    Measured one after the other, two runs of the same code differ by ±20% on a shared
-    2-core machine, and a burst from elsewhere can last longer than one load. So each
-    pair measures both servers back to back (each load waits until both servers' read
-    models are idle), every other pair in the other order, and the ratio is the median of
-    the pairs' ratios: a slow stretch lands on both halves of a pair, and an order effect
-    on half the pairs each way. The events/s figures are each side's median.
-    """
-    names = Store(store.kind, store.pg_url, store.root.with_name(store.root.name + "-metadata"))
-    rounds: dict[str, list[float]] = {
-        "full_events_per_s": [],
-        "metadata_events_per_s": [],
-        "full_claude_events_per_s": [],
-        "metadata_claude_events_per_s": [],
-    }
-    full_port, names_port = free_port(), free_port()
-    try:
-        with (
-            serve(store, full_port, work / "serve-facts-full.log") as full_proc,
-            serve(
-                names,
-                names_port,
-                work / "serve-facts-metadata.log",
-                {"TACHOGRAPH_RECORD": "metadata"},
-            ) as names_proc,
-        ):
-            procs = [full_proc.pid, names_proc.pid]
-            sides = {
-                "full": f"http://127.0.0.1:{full_port}",
-                "metadata": f"http://127.0.0.1:{names_port}",
-            }
-            loads: dict[str, dict[str, tuple[str, dict[str, Any], str | None]]] = {
-                "ingest": {},
-                "claude": {},
-            }
-            for side, base in sides.items():
-                session = httpx.post(f"{base}/api/sessions", json={"workspaceId": "default"})
-                url = f"{base}/api/sessions/{session.json()['id']}/events"
-                loads["ingest"][side] = (url, EVENT_BODY, None)
-                loads["claude"][side] = (f"{base}/hooks/claude", CLAUDE_POST_TOOL_USE, "UNIQUE")
-                wrk(url, EVENT_BODY, 2)  # warm-up
-                acknowledged_position(httpx.post(f"{base}/hooks/claude", json=CLAUDE_POST_TOOL_USE))
-                wrk(f"{base}/hooks/claude", CLAUDE_POST_TOOL_USE, 2, unique="UNIQUE")
-            for pair in range(pairs):
-                order = ["full", "metadata"] if pair % 2 == 0 else ["metadata", "full"]
-                for route, figure in _FACTS_ROUTES:
-                    for side in order:
-                        _settle(sides)
-                        _quiet(procs)
-                        url, body, unique = loads[route][side]
-                        measured = wrk(url, body, seconds, unique=unique)
-                        assert measured["non2xx"] == 0, measured
-                        rounds[f"{side}_{figure}"].append(measured["rps"])
-    finally:
-        names.drop()
-    median = {name: statistics.median(values) for name, values in rounds.items()}
-    # Round n of each side is pair n: its two halves measured back to back.
-    ratios = {
-        route: [
-            full / metadata
-            for full, metadata in zip(
-                rounds[f"full_{figure}"], rounds[f"metadata_{figure}"], strict=True
-            )
-        ]
-        for route, figure in _FACTS_ROUTES
-    }
-    return {
-        "workload": (
-            f"ingest (PostToolUse) and Claude route (PostToolUse bodies, each its own "
-            f"tool_use_id), no handlers, wrk 16 connections x {seconds} s, on a server "
-            f"recording facts and one with TACHOGRAPH_RECORD=metadata side by side, "
-            f"{pairs} pairs of turns (alternating which side goes first), ratio the median "
-            f"of the pairs' ratios"
-        ),
-        **median,
-        "ingest_ratio": statistics.median(ratios["ingest"]),
-        "claude_ratio": statistics.median(ratios["claude"]),
-        "pair_ratios": ratios,
-        "rounds": rounds,
-    }
-
-
-def _quiet(pids: list[int], timeout_s: float = 10.0) -> None:
-    """Wait until the processes use under 5% of a core over a quarter second: a server
-    that has applied its log still checkpoints its WAL and collects garbage after a
-    load, and that would land on the next load, the other side's (measured: whichever
-    side went second in a pair read ~10% slower)."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def cpu_s() -> float:
-        total = 0
-        for pid in pids:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / tick
-
-    if not Path("/proc/self/stat").exists():
-        return
-    deadline = time.monotonic() + timeout_s
-    before = cpu_s()
-    while time.monotonic() < deadline:
-        time.sleep(0.25)
-        now = cpu_s()
-        if now - before < 0.05 * 0.25 * len(pids) + 1 / tick:
-            return
-        before = now
-
-
-def _settle(bases: dict[str, str], timeout_s: float = 60.0) -> None:
-    """Wait until every server's projections have applied its whole log."""
-    deadline = time.monotonic() + timeout_s
-    for base in bases.values():
-        while True:
-            projections = httpx.get(f"{base}/api/health").json()["projections"]
-            if all(p["lag"] == 0 for p in projections.values()):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{base}: read models still behind after {timeout_s} s")
-            time.sleep(0.1)
+from bench.ingest import (
+    EVENT_BODY,
+    FACTS_PAIRS,
+    INGEST_PAIRS,
+    bench_facts_vs_metadata,
+    bench_ingest,
+)
+from bench.load import wrk
+from bench.servers import Store, free_port, serve
 
 
 def bench_hook_gateway(store: Store, n: int, work: Path) -> dict[str, Any]:
@@ -454,7 +265,7 @@ def run_bench(
     search_rows = 20_000 if quick else 1_000_000
     policy_calls = 10_000 if quick else 1_000_000
     benchmarks: list[tuple[str, Callable[[Store, int, Path], dict[str, Any]], int]] = [
-        ("ingest", bench_ingest, seconds),
+        ("ingest", partial(bench_ingest, pairs=1 if quick else INGEST_PAIRS), seconds),
         (
             "facts_vs_metadata",
             partial(bench_facts_vs_metadata, pairs=2 if quick else FACTS_PAIRS),
@@ -470,7 +281,7 @@ def run_bench(
         # The Merkle tree's share of the runner's and of ingest's time per event.
         (
             "merkle",
-            partial(bench_merkle, services_of=_services, ingest=bench_ingest),
+            partial(bench_merkle, services_of=_services, ingest=partial(bench_ingest, pairs=1)),
             5000 if quick else 50_000,
         ),
         # An auditor's offline check of one session's evidence bundle.
