@@ -45,7 +45,12 @@ log = logging.getLogger("tachograph.otlp_receiver")
 def receiver_settings(settings: Settings) -> Settings:
     """What the receiver's process is given: the secrets it never uses are left out."""
     return dataclasses.replace(
-        settings, log_signing_key=None, coder_hook_secret=None, secrets={}, otlp_port=None
+        settings,
+        log_signing_key=None,
+        coder_hook_secret=None,
+        secrets={},
+        otlp_port=None,
+        sqlite_writer_turns=True,  # it appends beside serve
     )
 
 

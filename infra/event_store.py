@@ -96,7 +96,9 @@ def schema_lock(settings: Settings) -> Iterator[None]:
 def open_application(settings: Settings) -> Tachograph:
     """Construct the Application, creating its tables idempotently."""
     if settings.database_url is None:
-        return Tachograph(env=application_env(settings))
+        app = Tachograph(env=application_env(settings))
+        app.recorder.takes_turns = settings.sqlite_writer_turns  # type: ignore[attr-defined]
+        return app
     app = Tachograph(env=application_env(settings))
     steady_reconnects(app.recorder.datastore.pool)  # type: ignore[attr-defined]
     # POSTGRES_PRE_PING installs psycopg_pool's ping-every-checkout; the library offers

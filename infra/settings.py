@@ -132,6 +132,10 @@ class Settings:
     # `serve` runs the OTLP receiver in a process of its own on this port (None: exports
     # are taken on the main port only, beside the hooks).
     otlp_port: int | None = None
+    # Whether this process's appends to a SQLite log take turns with another process's
+    # through a lock file (infra/sqlite_recorder.py): serve and the OTLP receiver process
+    # it starts do; a process that appends alone does not.
+    sqlite_writer_turns: bool = False
     # Where `serve` applies the log to the read models: `process` (a process of its own,
     # cli/projections_process.py) or `thread` (a thread of serve's).
     projections: str = "process"
@@ -193,6 +197,7 @@ class Settings:
         hooks_json = get.text("TACHOGRAPH_HOOKS")
         allowed_hosts = frozenset(get.csv("TACHOGRAPH_HOOK_ALLOWED_HOSTS"))
         insecure_loopback = get.flag("TACHOGRAPH_HOOK_ALLOW_INSECURE_LOOPBACK")
+        otlp_port = get.port("TACHOGRAPH_OTLP_PORT")
         try:
             hooks = parse_hook_config(
                 hooks_json, allowed_hosts=allowed_hosts, allow_insecure_loopback=insecure_loopback
@@ -310,7 +315,8 @@ class Settings:
             ),
             access_log=get.flag("TACHOGRAPH_ACCESS_LOG"),
             serve_cpu=get.cpu("TACHOGRAPH_SERVE_CPU"),
-            otlp_port=get.port("TACHOGRAPH_OTLP_PORT"),
+            otlp_port=otlp_port,
+            sqlite_writer_turns=otlp_port is not None,  # the receiver appends beside serve
             projections=get.choice(
                 "TACHOGRAPH_PROJECTIONS", ("process", "thread"), "process"
             ).lower(),

@@ -22,6 +22,13 @@ take turns through an advisory lock beside it (`WriterTurns`) around that statem
 SQLite alone would make the second writer sleep and retry (1, 2, 5 ms ... when the lock
 is busy), so a hook's append queued behind a receiver's batch for milliseconds more
 than the batch took; waiting on the lock file, it goes the moment the batch is in.
+
+A process that appends alone (serve without a receiver process, the default) takes no
+turns (`takes_turns`, set by the composition root from the settings). Each `flock`
+call releases the interpreter lock, and the committing thread then waits behind the
+busy event loop to get it back, twice per batch: without them, ingest rose 8 % in four
+alternated pairs (docs/performance.md). Another process appending all the same (a CLI
+command) is still safe: SQLite's own lock orders the two, only with its retry sleeps.
 """
 
 from __future__ import annotations
@@ -91,9 +98,13 @@ class WriterTurns:
 
 class BatchedSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     _turns: WriterTurns | None = None
+    takes_turns: bool = False
 
     def writer_turns(self) -> WriterTurns | None:
-        """The lock file's turns, for a database on disk (none in memory)."""
+        """The lock file's turns, for a database on disk (none in memory) shared with
+        another appending process."""
+        if not self.takes_turns:
+            return None
         pool = self.datastore.pool
         if self._turns is None and not pool.is_sqlite_memory_mode:
             self._turns = WriterTurns(pool.db_name)

@@ -37,8 +37,9 @@ JSON = {"content-type": "application/json"}
 class Running:
     """serve, its receiver's URL and an admin client of the main port."""
 
-    def __init__(self, server: Server, receiver: str) -> None:
+    def __init__(self, server: Server, receiver: str, settings: Settings) -> None:
         self.server = server
+        self.settings = settings
         self.receiver = receiver
         self.main = httpx.Client(
             base_url=server.url, headers={"x-tachograph-key": ADMIN}, timeout=30
@@ -69,7 +70,7 @@ def running(settings: Settings, tmp_path: Path) -> Iterator[Running]:
     server = start(settings, tmp_path, port)
     try:
         server.wait_ready(headers={"x-tachograph-key": ADMIN})
-        ran = Running(server, f"http://127.0.0.1:{port}")
+        ran = Running(server, f"http://127.0.0.1:{port}", settings)
         with ran.main:
             yield ran
     finally:
@@ -105,6 +106,9 @@ def test_an_export_to_the_receivers_port_is_the_sessions_usage_once(running: Run
     counted = httpx.get(f"{running.receiver}/metrics").text
     assert 'tachograph_otlp_records_total{outcome="recorded",signal="logs"} 2.0' in counted
     assert 'tachograph_otlp_records_total{outcome="repeated",signal="logs"} 2.0' in counted
+    if running.settings.database_url is None:
+        # Both processes appended to one SQLite log, taking turns (infra/sqlite_recorder.py).
+        assert (running.settings.data_dir / "tachograph.sqlite-writers.lock").exists()
 
 
 def test_the_receiver_refuses_what_the_main_port_refuses(

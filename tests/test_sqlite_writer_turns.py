@@ -1,6 +1,8 @@
 """Two processes appending to one SQLite log at once (serve and its OTLP receiver do):
 they take turns through the lock file beside the database (infra/sqlite_recorder.py),
 and every position each was told holds the event it appended, with none lost or shared.
+A process that appends alone takes no turns; another appending beside it all the same
+(a CLI command beside serve) is ordered by SQLite's own lock, with the same guarantees.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from infra.event_store import open_application
 from infra.log_reader import iter_events
 from infra.settings import Settings
@@ -22,7 +26,11 @@ from domain.session import Session
 from infra.event_store import open_application
 from infra.settings import Settings
 
-settings = Settings.from_env({"TACHOGRAPH_DATA_DIR": sys.argv[1]})
+env = {"TACHOGRAPH_DATA_DIR": sys.argv[1]}
+if sys.argv[4] == "turns":
+    env["TACHOGRAPH_OTLP_PORT"] = "4318"  # serve with a receiver process: both take turns
+settings = Settings.from_env(env)
+assert settings.sqlite_writer_turns == (sys.argv[4] == "turns")
 app = open_application(settings)
 told = {}
 for batch in range(int(sys.argv[3])):
@@ -40,8 +48,9 @@ print(json.dumps(told))
 BATCHES = 150
 
 
+@pytest.mark.parametrize("mode", ["turns", "alone"])
 def test_two_appending_processes_each_get_the_positions_of_their_own_events(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     data = tmp_path / "data"
     app = open_application(Settings.from_env({"TACHOGRAPH_DATA_DIR": str(data)}))
@@ -49,7 +58,7 @@ def test_two_appending_processes_each_get_the_positions_of_their_own_events(
     env = {**os.environ, "PYTHONPATH": str(root)}
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", APPENDER, str(data), name, str(BATCHES)],
+            [sys.executable, "-c", APPENDER, str(data), name, str(BATCHES), mode],
             stdout=subprocess.PIPE,
             env=env,
             cwd=root,
@@ -67,6 +76,26 @@ def test_two_appending_processes_each_get_the_positions_of_their_own_events(
     logged = {n.id: n.originator_id for n in iter_events(app)}
     assert {p: str(logged[p]) for p in told} == told
     assert sorted(logged) == list(range(1, len(logged) + 1))  # none lost, no gap
-    turns = next(data.glob("*-writers.lock"))
-    assert stat.S_IMODE(turns.stat().st_mode) == 0o600
+    turns = list(data.glob("*-writers.lock"))
+    if mode == "turns":
+        assert [stat.S_IMODE(t.stat().st_mode) for t in turns] == [0o600]
+    else:
+        assert turns == []  # appending alone, no lock file is ever made
+    app.close()
+
+
+def test_serve_takes_turns_only_beside_its_receiver_process_which_takes_them_too(
+    tmp_path: Path,
+) -> None:
+    from cli.otlp_receiver import receiver_settings
+
+    alone = Settings.from_env({"TACHOGRAPH_DATA_DIR": str(tmp_path)})
+    beside = Settings.from_env(
+        {"TACHOGRAPH_DATA_DIR": str(tmp_path), "TACHOGRAPH_OTLP_PORT": "4318"}
+    )
+    assert (alone.sqlite_writer_turns, beside.sqlite_writer_turns) == (False, True)
+    receiver = receiver_settings(beside)
+    assert receiver.otlp_port is None and receiver.sqlite_writer_turns
+    app = open_application(beside)
+    assert app.recorder.takes_turns  # type: ignore[attr-defined]
     app.close()
