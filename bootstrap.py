@@ -434,7 +434,8 @@ def freeze_startup_heap() -> None:
     Modules, routes, schemas and services live as long as the process, yet every
     full collection walked all of them again: under ingest load one ran about every
     two seconds and paused every request for ~65 ms here. Frozen, it took ~3 ms.
-    For long-lived processes only (serve, worker): frozen garbage is never freed.
+    For long-lived processes only (serve, worker, and serve's projections and OTLP
+    receiver processes): frozen garbage is never freed.
 
     Young collections then wait for SERVING_GC_THRESHOLD objects instead of 700: a
     request's objects are nearly all freed by reference counting, yet the default

@@ -147,6 +147,7 @@ def _probe_host(host: str) -> str:
 def run_receiver(args: argparse.Namespace) -> int:
     """`tachograph otlp-receiver`: what `serve` starts; its settings arrive on stdin."""
     from api.app import create_receiver_app
+    from bootstrap import freeze_startup_heap
     from cli.http_serve import run_http
 
     settings = begin_child(
@@ -158,6 +159,7 @@ def run_receiver(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     app = create_receiver_app(settings)
+    freeze_startup_heap()  # long-lived as serve is (bootstrap.py)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)  # uvicorn's own handler ends it cleanly
     run_http(app, args.host, args.port, settings)

@@ -202,7 +202,7 @@ class ProjectionsProcess:
 
 def run_projections(args: argparse.Namespace) -> int:
     """`tachograph projections`: what `serve` starts; its settings arrive on stdin."""
-    from bootstrap import build_runner
+    from bootstrap import build_runner, freeze_startup_heap
     from projections.base import ListenedProjection
 
     refusal = (
@@ -217,6 +217,10 @@ def run_projections(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     runner = build_runner(settings)
+    # As long-lived as serve: its start-up heap is frozen and young collections are rare
+    # (bootstrap.py). It shares serve's cores, so its collector's time was serve's too:
+    # ingest 1.03x in six alternated pairs (docs/performance.md).
+    freeze_startup_heap()
     reports = os.fdopen(args.report_fd, "wb", buffering=0)
     changed: set[str] = set()
     sending = threading.Lock()
