@@ -95,11 +95,10 @@ def schema_lock(settings: Settings) -> Iterator[None]:
 
 def open_application(settings: Settings) -> Tachograph:
     """Construct the Application, creating its tables idempotently."""
+    app = Tachograph(env=application_env(settings))
     if settings.database_url is None:
-        app = Tachograph(env=application_env(settings))
         app.recorder.takes_turns = settings.sqlite_writer_turns  # type: ignore[attr-defined]
         return app
-    app = Tachograph(env=application_env(settings))
     steady_reconnects(app.recorder.datastore.pool)  # type: ignore[attr-defined]
     # POSTGRES_PRE_PING installs psycopg_pool's ping-every-checkout; the library offers
     # no other check, so it is swapped on the pool it built (see infra/pool_check.py).

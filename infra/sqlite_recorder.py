@@ -26,7 +26,7 @@ than the batch took; waiting on the lock file, it goes the moment the batch is i
 A process that appends alone (serve without a receiver process, the default) takes no
 turns (`takes_turns`, set by the composition root from the settings). Each `flock`
 call releases the interpreter lock, and the committing thread then waits behind the
-busy event loop to get it back, twice per batch: without them, ingest rose 8 % in four
+busy event loop to get it back, twice per batch: without them, ingest rose 5 % in ten
 alternated pairs (docs/performance.md). Another process appending all the same (a CLI
 command) is still safe: SQLite's own lock orders the two, only with its retry sleeps.
 """
