@@ -96,11 +96,10 @@ class LogChainProjection(Projection):
     # The leaf joined the links when the tree's own per-event table went away; a live
     # table without it that `upgrade` could not fill in place is rebuilt from the log.
     added_columns = {"log_links": ("leaf",)}
-    deferred_indexes = {
-        "log_links": [
-            "CREATE INDEX IF NOT EXISTS {t}_key ON {t} (aggregate_id, version)",
-        ]
-    }
+    # No index on (aggregate_id, version): ids are random, so each event's entry landed on
+    # a random page of it, and that index was a tenth of the projections process's time
+    # per event (docs/performance.md). Only the diagnosis of a broken chain asks by key,
+    # once, and scans (`recorded_position`).
     # A rebuild over an altered log must never replace the chain recorded on arrival:
     # `replay --swap` refuses to swap this projection unless it equals the live one.
     swap_requires_equal = True
@@ -127,6 +126,15 @@ class LogChainProjection(Projection):
     def upgrade(self, cur: Cursor) -> None:
         if self.prefix == LIVE_PREFIX:
             migrate_former_layout(cur, self.t["log_links"], self.t["log_nodes"], self.name)
+        # The by-key index earlier releases kept (see above). Looked up first: on
+        # PostgreSQL a DROP locks the table, which a running replica's batch holds.
+        former = f"{self.t['log_links']}_key"
+        if cur.dialect == "postgres":
+            cur.execute("SELECT to_regclass(?) IS NOT NULL AS found", (former,))
+            row = cur.fetchone()
+            if not (row and row["found"]):
+                return
+        cur.execute(f"DROP INDEX IF EXISTS {former}")
 
     def begin_batch(self, cur: Cursor) -> None:
         self._links = []
@@ -324,7 +332,10 @@ def chained_seq(store: ReadStore, upto: int) -> int:
 
 
 def recorded_position(store: ReadStore, aggregate_id: str, version: int) -> int | None:
-    """Where the live chain recorded one aggregate version, if anywhere."""
+    """Where the live chain recorded one aggregate version, if anywhere.
+
+    A scan of the links: asked once, to name the first break of a chain, it does not
+    pay for an index every event would update."""
     row = store.query_one(
         f"SELECT position FROM {LINKS_TABLE} WHERE aggregate_id = ? AND version = ?",
         (aggregate_id, version),

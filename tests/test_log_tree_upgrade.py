@@ -97,3 +97,32 @@ def test_an_upgrade_rebuilds_a_tree_that_lagged_the_chain(settings: Settings) ->
         assert snapshot(settings) == (links, nodes)  # rebuilt from the (intact) log
         report = verify_log(services.app, services.store, KEY)
         assert report.ok, report.chain_break
+
+
+def test_the_links_by_key_index_of_earlier_releases_goes_and_breaks_are_still_named(
+    settings: Settings,
+) -> None:
+    """Earlier releases indexed the links by (aggregate, version) for every event; the
+    upgrade drops that index, and a reordered log is still named as reordered (the one
+    lookup by key scans instead)."""
+    former = f"{LINKS_TABLE}_key"
+    with audited_services(settings, sessions=300):
+        pass
+    with read_store(settings) as store, store.transaction() as cur:
+        cur.execute(f"CREATE INDEX {former} ON {LINKS_TABLE} (aggregate_id, version)")
+    assert index_exists(settings, former)
+    Tamper(settings).swap(400, 500)
+    with audited_services(settings, sessions=0) as services:
+        assert not index_exists(settings, former)
+        report = verify_log(services.app, services.store, KEY)
+        assert report.chain_break is not None
+        assert (report.chain_break.position, report.chain_break.kind) == (400, "reordered")
+
+
+def index_exists(settings: Settings, name: str) -> bool:
+    with read_store(settings) as store:
+        if store.dialect == "postgres":
+            row = store.query_one("SELECT to_regclass(?) IS NOT NULL AS found", (name,))
+            return bool(row and row["found"])
+        found = store.query_one("SELECT 1 AS found FROM sqlite_master WHERE name = ?", (name,))
+        return found is not None
