@@ -10,17 +10,20 @@ from eventsourcing.domain import DomainEventProtocol, event
 from eventsourcing.utils import get_topic
 
 from domain.base import TachographAggregate, declare_event_versions
-from domain.ids import random_id, stable_id
+from domain.ids import stable_id, time_ordered_id
 
 
 def dispatch_id_for(session_id: UUID, event_id: str | None) -> UUID:
-    """Deterministic from the session and the client's eventId, random without one.
+    """Deterministic from the session and the client's eventId; without one, new and in
+    time order (domain/ids.py, `time_ordered_id`).
 
     An eventId is the client's key within its session: a retry there finds its dispatch,
     the same eventId in another session is another event. The kind differs from the
     legacy one's, so no (session, eventId) pair can name a dispatch recorded under it.
     """
-    return stable_id("session-dispatch", str(session_id), event_id) if event_id else random_id()
+    if event_id:
+        return stable_id("session-dispatch", str(session_id), event_id)
+    return time_ordered_id()
 
 
 def legacy_dispatch_id(event_id: str) -> UUID:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -106,6 +107,24 @@ def test_retried_event_id_returns_stored_decision_and_appends_nothing(
     again = post(gateway_client, session_id, event="PostToolUse", eventId="e-1")
     assert again.json() == first.json()
     assert log_size(gateway_client) == size
+
+
+def test_events_without_an_event_id_get_new_ids_in_time_order(
+    gateway_client: TestClient,
+) -> None:
+    """Version-7 ids: the log's key index takes them at its end, not on a random page."""
+    session_id = new_session(gateway_client)
+    ids = []
+    for _ in range(3):
+        ids.append(UUID(post(gateway_client, session_id, event="PostToolUse").json()["dispatchId"]))
+        time.sleep(0.002)  # the order is the millisecond's: ids of one millisecond differ
+    assert [i.version for i in ids] == [7, 7, 7] and len(set(ids)) == 3
+    assert sorted(ids, key=lambda i: i.hex) == ids
+    now_ms = time.time_ns() // 1_000_000
+    assert 0 <= now_ms - int(ids[-1].hex[:12], 16) < 60_000
+    # With an eventId the id stays derived from it, so a retry finds its dispatch.
+    derived = post(gateway_client, session_id, event="PostToolUse", eventId="e-7").json()
+    assert UUID(derived["dispatchId"]).version == 5
 
 
 def test_session_info_is_derived_from_hooks(gateway_client: TestClient) -> None:
