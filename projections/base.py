@@ -124,6 +124,12 @@ class Projection:
         """Bring live tables of a former layout to this one in place, where that needs no
         replay of the log; runs at start-up before `added_columns` are checked."""
 
+    # Tables whose rows are deleted about as fast as they are written (each session's
+    # latest N kept): on PostgreSQL every deleted row stays in the table and its index
+    # until a vacuum, and each capping DELETE walks past all of them, so the runner
+    # vacuums these itself every VACUUM_EVERY_EVENTS events (projections/runner.py).
+    churned: ClassVar[tuple[str, ...]] = ()
+
     # Indexes only readers use, never the handlers: a rebuild creates them after its
     # rows are in (one sort, instead of an index insert per row, which for a random
     # key touches a different page every time); live tables have them from the start.

@@ -30,6 +30,7 @@ class HookAuditProjection(Projection):
     }
     # Columns later releases added: a table without them is rebuilt from the log.
     added_columns = {"hook_audit": ("policy",)}
+    churned = ("hook_audit",)  # capped per session (`_cap`)
     # No index by turn: the one reader by turn (a Stop's count of `continue`s) scans a
     # session's rows by key, at most AUDIT_CAP of them, once per turn, while such an
     # index cost every record written two more pages (its insert, and its delete once

@@ -24,6 +24,13 @@ from projections.store import Cursor, ReadStore
 
 log = logging.getLogger(__name__)
 
+# How many events a runner applies between its vacuums of the churned tables (see
+# `Projection.churned`). With autovacuum off, or between its runs a minute apart, a
+# capped table kept every deleted row: on PostgreSQL the capping DELETE of a session
+# with 150,000 of them took 26 ms, and the database's CPU per ingested event doubled
+# within 150,000 events. A vacuum of 5,000 deleted rows takes a few milliseconds.
+VACUUM_EVERY_EVENTS = 5000
+
 TRACKING_DDL = (
     "CREATE TABLE IF NOT EXISTS projection_tracking "
     "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
@@ -213,6 +220,8 @@ class ProjectionRunner:
         self._elsewhere: Elsewhere | None = None
         # Told each new position once the batch that reached it has committed.
         self.on_advance: Callable[[int], None] | None = None
+        self.vacuum_every = VACUUM_EVERY_EVENTS
+        self._since_vacuum = 0
 
     @property
     def position(self) -> int:
@@ -313,7 +322,19 @@ class ProjectionRunner:
         envelopes = [decode(self.app, n) for n in notifications]
         positions = apply_batch(self.store, self.projections, envelopes)
         self._advance(min(positions.values(), default=0))
+        self._since_vacuum += len(notifications)
+        if self._since_vacuum >= self.vacuum_every:
+            self._since_vacuum = 0
+            self._vacuum()
         return len(notifications)
+
+    def _vacuum(self) -> None:
+        """Vacuum the churned tables; a failure is logged, never the batch's (it is in)."""
+        tables = [p.t[name] for p in self.projections for name in p.churned]
+        try:
+            self.store.vacuum(tables)
+        except Exception:  # noqa: BLE001 - the next round tries again
+            log.warning("vacuum of %s failed", ", ".join(tables), exc_info=True)
 
     def _take_offered(self) -> list[Notification]:
         """The offered run of positions right after the runner's; forgets older ones."""

@@ -99,6 +99,10 @@ class ReadStore(ABC):
         yield
 
     @abstractmethod
+    def vacuum(self, tables: Sequence[str]) -> None:
+        """Reclaim the space and index entries of the rows deleted from these tables."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
 
@@ -196,6 +200,9 @@ class SQLiteReadStore(ReadStore):
         finally:
             conn.execute("PRAGMA wal_autocheckpoint=1000")
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def vacuum(self, tables: Sequence[str]) -> None:
+        """Nothing to do: in SQLite a deleted row leaves its b-trees at once."""
 
     def close(self) -> None:
         with self._lock:
@@ -447,6 +454,18 @@ class PostgresReadStore(ReadStore):
         finally:
             if self.breaker is not None:
                 self.breaker.leave(probe, error)
+
+    def vacuum(self, tables: Sequence[str]) -> None:
+        """VACUUM outside any transaction (it cannot run in one). A table another runner
+        is vacuuming already is skipped, not waited for."""
+        if not tables:
+            return
+        with self.pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                conn.execute(f"VACUUM (SKIP_LOCKED) {', '.join(tables)}")
+            finally:
+                conn.autocommit = False
 
     def close(self) -> None:
         self.pool.close()

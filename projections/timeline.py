@@ -243,6 +243,7 @@ class TimelineProjection(Projection):
             "policy",
         )
     }
+    churned = ("timeline",)  # capped per session and lane (`_cap`), upserted per batch
 
     def __init__(self, prefix: str = "rm_") -> None:
         super().__init__(prefix)
