@@ -27,11 +27,11 @@ def expected(services: Services) -> dict[str, set[str]]:
     if services.store.dialect == "sqlite":
         # The chain's position is the table's rowid; the audit's key is its only other index.
         return {
-            "rm_log_links": {"rm_log_links_seq", "rm_log_links_key"},
+            "rm_log_links": {"rm_log_links_seq"},
             "rm_hook_audit": {"sqlite_autoindex_rm_hook_audit_1", "rm_hook_audit_at"},
         }
     return {
-        "rm_log_links": {"rm_log_links_pkey", "rm_log_links_seq", "rm_log_links_key"},
+        "rm_log_links": {"rm_log_links_pkey", "rm_log_links_seq"},
         "rm_hook_audit": {"rm_hook_audit_pkey", "rm_hook_audit_at"},
     }
 
