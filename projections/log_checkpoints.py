@@ -126,15 +126,9 @@ class LogChainProjection(Projection):
     def upgrade(self, cur: Cursor) -> None:
         if self.prefix == LIVE_PREFIX:
             migrate_former_layout(cur, self.t["log_links"], self.t["log_nodes"], self.name)
-        # The by-key index earlier releases kept (see above). Looked up first: on
-        # PostgreSQL a DROP locks the table, which a running replica's batch holds.
-        former = f"{self.t['log_links']}_key"
-        if cur.dialect == "postgres":
-            cur.execute("SELECT to_regclass(?) IS NOT NULL AS found", (former,))
-            row = cur.fetchone()
-            if not (row and row["found"]):
-                return
-        cur.execute(f"DROP INDEX IF EXISTS {former}")
+        # The by-key index earlier releases kept (see above). Once it is gone the
+        # statement only looks its name up: no table is locked, on either store.
+        cur.execute(f"DROP INDEX IF EXISTS {self.t['log_links']}_key")
 
     def begin_batch(self, cur: Cursor) -> None:
         self._links = []
